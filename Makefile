@@ -1,0 +1,36 @@
+# presk: make demo | make test. Everything installs into .venv from the pinned pyproject.
+PY        ?= python3
+VENV      := .venv
+BIN       := $(VENV)/bin
+STAMP     := $(VENV)/.installed
+JOBS      ?= 2
+
+.PHONY: help setup demo test test-all lint lit pytest clean
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 12
+
+setup: $(STAMP)  ## create .venv and install presk with its test and lint tools
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet -e '.[test,lint]'
+	touch $@
+
+demo: setup  ## run the main job on a shipped example
+	@$(BIN)/python tools/demo.py
+
+test: setup  ## pytest (fast tests) and the lit suite
+	$(BIN)/python -m pytest -q
+	$(BIN)/lit -sv test/lit
+
+test-all: setup  ## everything, tests marked slow included
+	$(BIN)/python -m pytest -q -m ''
+	$(BIN)/lit -sv test/lit
+
+lint: setup  ## ruff lint and format check
+	$(BIN)/ruff check presk passes tools tests test/lit/lit.cfg.py
+	$(BIN)/ruff format --check presk passes tools tests test/lit/lit.cfg.py
+
+clean:  ## remove the virtualenv and caches
+	rm -rf $(VENV) .pytest_cache build *.egg-info

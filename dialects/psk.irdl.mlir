@@ -1,0 +1,403 @@
+// PSK-Core: the `psk` dialect. Tensors carry their named axes in their type.
+//
+// Types
+//   !psk.real<array<i64: 4, 2>, ["batch", ""]>   a real tensor: shape, then one name per
+//                                               axis ("" for a positional axis); rank 0 is a scalar
+//   !psk.index<...>, !psk.bool<...>             index (token, nat) and mask tensors, same parameters
+//   !psk.record<["w", "b"], [T1, T2]>           a record (parameter trees, named results)
+//   !psk.stack<2 : i64, !psk.record<...>>       L layers of one record, every leaf with a leading axis
+//   tuples are builtin `tuple<...>`
+//
+// IRDL checks arity and the kinds of operands; the named-axis rules of every op live in
+// presk/prims (run by the `psk-verify` pass). Every compute op carries `psk.site`
+// ("<function>/%<n>"), the key realizations, envelopes and plans use.
+irdl.dialect @psk {
+  irdl.type @real {
+    %shape = irdl.base "#builtin.dense_array"
+    %names = irdl.base "#builtin.array"
+    irdl.parameters(shape: %shape, names: %names)
+  }
+  irdl.type @index {
+    %shape = irdl.base "#builtin.dense_array"
+    %names = irdl.base "#builtin.array"
+    irdl.parameters(shape: %shape, names: %names)
+  }
+  irdl.type @bool {
+    %shape = irdl.base "#builtin.dense_array"
+    %names = irdl.base "#builtin.array"
+    irdl.parameters(shape: %shape, names: %names)
+  }
+  irdl.type @record {
+    %names = irdl.base "#builtin.array"
+    %types = irdl.base "#builtin.array"
+    irdl.parameters(names: %names, types: %types)
+  }
+  irdl.type @stack {
+    %count = irdl.base "#builtin.integer"
+    %layer = irdl.base @psk::@record
+    irdl.parameters(count: %count, layer: %layer)
+  }
+
+  // ---- values
+  // a scalar literal, kept as exact decimal text; result real or index
+  irdl.operation @const {
+    %v0 = irdl.any
+    %a0 = irdl.base "#builtin.string"
+    irdl.results(res: %v0)
+    irdl.attributes { "value" = %a0 }
+  }
+  // an index (nat) value read as a real
+  irdl.operation @to_real {
+    %v0 = irdl.base @psk::@index
+    %v1 = irdl.base @psk::@real
+    irdl.operands(x: %v0)
+    irdl.results(res: %v1)
+  }
+  // mask[i, j] = j <= i over the two axes of its result type
+  irdl.operation @causal_mask {
+    %v0 = irdl.base @psk::@bool
+    irdl.results(res: %v0)
+  }
+  // ---- elementwise, broadcasting by axis name
+  irdl.operation @neg {
+    %v0 = irdl.base @psk::@real
+    %v1 = irdl.base @psk::@real
+    irdl.operands(x: %v0)
+    irdl.results(res: %v1)
+  }
+  irdl.operation @exp {
+    %v0 = irdl.base @psk::@real
+    %v1 = irdl.base @psk::@real
+    irdl.operands(x: %v0)
+    irdl.results(res: %v1)
+  }
+  irdl.operation @log {
+    %v0 = irdl.base @psk::@real
+    %v1 = irdl.base @psk::@real
+    irdl.operands(x: %v0)
+    irdl.results(res: %v1)
+  }
+  irdl.operation @sqrt {
+    %v0 = irdl.base @psk::@real
+    %v1 = irdl.base @psk::@real
+    irdl.operands(x: %v0)
+    irdl.results(res: %v1)
+  }
+  irdl.operation @tanh {
+    %v0 = irdl.base @psk::@real
+    %v1 = irdl.base @psk::@real
+    irdl.operands(x: %v0)
+    irdl.results(res: %v1)
+  }
+  irdl.operation @sin {
+    %v0 = irdl.base @psk::@real
+    %v1 = irdl.base @psk::@real
+    irdl.operands(x: %v0)
+    irdl.results(res: %v1)
+  }
+  irdl.operation @cos {
+    %v0 = irdl.base @psk::@real
+    %v1 = irdl.base @psk::@real
+    irdl.operands(x: %v0)
+    irdl.results(res: %v1)
+  }
+  irdl.operation @erf {
+    %v0 = irdl.base @psk::@real
+    %v1 = irdl.base @psk::@real
+    irdl.operands(x: %v0)
+    irdl.results(res: %v1)
+  }
+  irdl.operation @abs {
+    %v0 = irdl.base @psk::@real
+    %v1 = irdl.base @psk::@real
+    irdl.operands(x: %v0)
+    irdl.results(res: %v1)
+  }
+  irdl.operation @gelu {
+    %v0 = irdl.base @psk::@real
+    %v1 = irdl.base @psk::@real
+    irdl.operands(x: %v0)
+    irdl.results(res: %v1)
+  }
+  irdl.operation @relu {
+    %v0 = irdl.base @psk::@real
+    %v1 = irdl.base @psk::@real
+    irdl.operands(x: %v0)
+    irdl.results(res: %v1)
+  }
+  irdl.operation @sign {
+    %v0 = irdl.base @psk::@real
+    %v1 = irdl.base @psk::@real
+    irdl.operands(x: %v0)
+    irdl.results(res: %v1)
+  }
+  irdl.operation @add {
+    %v0 = irdl.base @psk::@real
+    %v1 = irdl.base @psk::@real
+    %v2 = irdl.base @psk::@real
+    irdl.operands(lhs: %v0, rhs: %v1)
+    irdl.results(res: %v2)
+  }
+  irdl.operation @sub {
+    %v0 = irdl.base @psk::@real
+    %v1 = irdl.base @psk::@real
+    %v2 = irdl.base @psk::@real
+    irdl.operands(lhs: %v0, rhs: %v1)
+    irdl.results(res: %v2)
+  }
+  irdl.operation @mul {
+    %v0 = irdl.base @psk::@real
+    %v1 = irdl.base @psk::@real
+    %v2 = irdl.base @psk::@real
+    irdl.operands(lhs: %v0, rhs: %v1)
+    irdl.results(res: %v2)
+  }
+  irdl.operation @div {
+    %v0 = irdl.base @psk::@real
+    %v1 = irdl.base @psk::@real
+    %v2 = irdl.base @psk::@real
+    irdl.operands(lhs: %v0, rhs: %v1)
+    irdl.results(res: %v2)
+  }
+  irdl.operation @max {
+    %v0 = irdl.base @psk::@real
+    %v1 = irdl.base @psk::@real
+    %v2 = irdl.base @psk::@real
+    irdl.operands(lhs: %v0, rhs: %v1)
+    irdl.results(res: %v2)
+  }
+  // lhs > rhs, a mask
+  irdl.operation @gt {
+    %v0 = irdl.base @psk::@real
+    %v1 = irdl.base @psk::@real
+    %v2 = irdl.base @psk::@bool
+    irdl.operands(lhs: %v0, rhs: %v1)
+    irdl.results(res: %v2)
+  }
+  irdl.operation @select {
+    %v0 = irdl.base @psk::@bool
+    %v1 = irdl.base @psk::@real
+    %v2 = irdl.base @psk::@real
+    %v3 = irdl.base @psk::@real
+    irdl.operands(cond: %v0, then: %v1, else: %v2)
+    irdl.results(res: %v3)
+  }
+  // ---- contractions
+  // lhs's last axis against rhs's first
+  irdl.operation @dot {
+    %v0 = irdl.base @psk::@real
+    %v1 = irdl.base @psk::@real
+    %v2 = irdl.base @psk::@real
+    irdl.operands(lhs: %v0, rhs: %v1)
+    irdl.results(res: %v2)
+  }
+  // [..., I, K] x [..., K, J]
+  irdl.operation @matmul {
+    %v0 = irdl.base @psk::@real
+    %v1 = irdl.base @psk::@real
+    %v2 = irdl.base @psk::@real
+    irdl.operands(lhs: %v0, rhs: %v1)
+    irdl.results(res: %v2)
+  }
+  // axes matched by name; `axes` is the output's order
+  irdl.operation @ein {
+    %v0 = irdl.base @psk::@real
+    %v1 = irdl.base @psk::@real
+    %v2 = irdl.base @psk::@real
+    %a0 = irdl.base "#builtin.array"
+    irdl.operands(lhs: %v0, rhs: %v1)
+    irdl.results(res: %v2)
+    irdl.attributes { "axes" = %a0 }
+  }
+  // ---- reductions and row-wise ops
+  irdl.operation @sum {
+    %v0 = irdl.base @psk::@real
+    %v1 = irdl.base @psk::@real
+    %a0 = irdl.base "#builtin.dense_array"
+    irdl.operands(x: %v0)
+    irdl.results(res: %v1)
+    irdl.attributes { "axes" = %a0 }
+  }
+  irdl.operation @mean {
+    %v0 = irdl.base @psk::@real
+    %v1 = irdl.base @psk::@real
+    %a0 = irdl.base "#builtin.dense_array"
+    irdl.operands(x: %v0)
+    irdl.results(res: %v1)
+    irdl.attributes { "axes" = %a0 }
+  }
+  irdl.operation @reduce_max {
+    %v0 = irdl.base @psk::@real
+    %v1 = irdl.base @psk::@real
+    %a0 = irdl.base "#builtin.dense_array"
+    irdl.operands(x: %v0)
+    irdl.results(res: %v1)
+    irdl.attributes { "axes" = %a0 }
+  }
+  // the last of equal maxima
+  irdl.operation @argmax {
+    %v0 = irdl.base @psk::@real
+    %v1 = irdl.base @psk::@index
+    %a0 = irdl.base "#builtin.integer"
+    irdl.operands(x: %v0)
+    irdl.results(res: %v1)
+    irdl.attributes { "axis" = %a0 }
+  }
+  // row maximum subtracted; a mask refuses positions
+  irdl.operation @softmax {
+    %v0 = irdl.base @psk::@real
+    %v1 = irdl.base @psk::@bool
+    %v2 = irdl.base @psk::@real
+    %a0 = irdl.base "#builtin.integer"
+    irdl.operands(x: %v0, mask: optional %v1)
+    irdl.results(res: %v2)
+    irdl.attributes { "axis" = %a0 }
+  }
+  irdl.operation @cross_entropy {
+    %v0 = irdl.base @psk::@real
+    %v1 = irdl.base @psk::@index
+    %v2 = irdl.base @psk::@real
+    %a0 = irdl.base "#builtin.integer"
+    irdl.operands(logits: %v0, targets: %v1)
+    irdl.results(res: %v2)
+    irdl.attributes { "axis" = %a0 }
+  }
+  // gather rows of table
+  irdl.operation @embed {
+    %v0 = irdl.base @psk::@real
+    %v1 = irdl.base @psk::@index
+    %v2 = irdl.base @psk::@real
+    irdl.operands(table: %v0, tokens: %v1)
+    irdl.results(res: %v2)
+  }
+  // draw from softmax(logits) on the host
+  irdl.operation @sample {
+    %v0 = irdl.base @psk::@real
+    %v1 = irdl.base @psk::@index
+    %a0 = irdl.base "#builtin.integer"
+    irdl.operands(logits: %v0)
+    irdl.results(res: %v1)
+    irdl.attributes { "axis" = %a0 }
+  }
+  // mask from the site's key in training, identity otherwise
+  irdl.operation @dropout {
+    %v0 = irdl.base @psk::@real
+    %v1 = irdl.base @psk::@real
+    %a0 = irdl.base "#builtin.string"
+    irdl.operands(x: %v0)
+    irdl.results(res: %v1)
+    irdl.attributes { "rate" = %a0 }
+  }
+  // ---- axis plumbing
+  // [..., S, D] -> [..., heads: H, S, hd: D/H]
+  irdl.operation @split_heads {
+    %v0 = irdl.base @psk::@real
+    %v1 = irdl.base @psk::@real
+    %a0 = irdl.base "#builtin.integer"
+    irdl.operands(x: %v0)
+    irdl.results(res: %v1)
+    irdl.attributes { "heads" = %a0 }
+  }
+  // [..., heads: H, S, hd: E] -> [..., S, H*E]
+  irdl.operation @merge_heads {
+    %v0 = irdl.base @psk::@real
+    %v1 = irdl.base @psk::@real
+    irdl.operands(x: %v0)
+    irdl.results(res: %v1)
+  }
+  // the same elements under the axis names of the result type
+  irdl.operation @rename {
+    %v0 = irdl.any
+    %v1 = irdl.any
+    irdl.operands(x: %v0)
+    irdl.results(res: %v1)
+  }
+  // sum x down to like's axes (broadcasting's adjoint)
+  irdl.operation @sum_to {
+    %v0 = irdl.base @psk::@real
+    %v1 = irdl.any
+    %v2 = irdl.base @psk::@real
+    irdl.operands(x: %v0, like: %v1)
+    irdl.results(res: %v2)
+  }
+  irdl.operation @broadcast_like {
+    %v0 = irdl.base @psk::@real
+    %v1 = irdl.any
+    %v2 = irdl.base @psk::@real
+    irdl.operands(x: %v0, like: %v1)
+    irdl.results(res: %v2)
+  }
+  // ---- structure: records, tuples, stacks, calls of transformed functions
+  // IRDL unifies the types of a variadic group, so records and tuples are built a field
+  // at a time: record_empty, then set_field (which adds or replaces one field).
+  irdl.operation @record_empty {
+    %v0 = irdl.base @psk::@record
+    irdl.results(res: %v0)
+  }
+  irdl.operation @set_field {
+    %v0 = irdl.base @psk::@record
+    %v1 = irdl.any
+    %v2 = irdl.base @psk::@record
+    %a0 = irdl.base "#builtin.string"
+    irdl.operands(rec: %v0, value: %v1)
+    irdl.results(res: %v2)
+    irdl.attributes { "name" = %a0 }
+  }
+  irdl.operation @field {
+    %v0 = irdl.any
+    %v1 = irdl.any
+    %a0 = irdl.base "#builtin.string"
+    irdl.operands(rec: %v0)
+    irdl.results(res: %v1)
+    irdl.attributes { "name" = %a0 }
+  }
+  irdl.operation @tuple_empty {
+    %v0 = irdl.base "!builtin.tuple"
+    irdl.results(res: %v0)
+  }
+  irdl.operation @tuple_append {
+    %v0 = irdl.base "!builtin.tuple"
+    %v1 = irdl.any
+    %v2 = irdl.base "!builtin.tuple"
+    irdl.operands(tup: %v0, value: %v1)
+    irdl.results(res: %v2)
+  }
+  irdl.operation @get {
+    %v0 = irdl.any
+    %v1 = irdl.any
+    %a0 = irdl.base "#builtin.integer"
+    irdl.operands(tup: %v0)
+    irdl.results(res: %v1)
+    irdl.attributes { "index" = %a0 }
+  }
+  // carry = callee(layer, carry) for each layer in order
+  irdl.operation @fold {
+    %v0 = irdl.base @psk::@stack
+    %v1 = irdl.any
+    %v2 = irdl.any
+    %a0 = irdl.base "#builtin.symbol_ref"
+    irdl.operands(stack: %v0, carry: %v1)
+    irdl.results(res: %v2)
+    irdl.attributes { "callee" = %a0 }
+  }
+  // gradient of a scalar function w.r.t. its parameter tree, at the arguments in `args`
+  // (psk-vjp expands it)
+  irdl.operation @grad {
+    %v0 = irdl.base "!builtin.tuple"
+    %v1 = irdl.any
+    %a0 = irdl.base "#builtin.symbol_ref"
+    irdl.operands(args: %v0)
+    irdl.results(res: %v1)
+    irdl.attributes { "callee" = %a0 }
+  }
+  // pullback of a function at the arguments in `args`, applied to a cotangent
+  irdl.operation @vjp {
+    %v0 = irdl.base "!builtin.tuple"
+    %v1 = irdl.any
+    %v2 = irdl.any
+    %a0 = irdl.base "#builtin.symbol_ref"
+    irdl.operands(args: %v0, cotangent: %v1)
+    irdl.results(res: %v2)
+    irdl.attributes { "callee" = %a0 }
+  }
+}

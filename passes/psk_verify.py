@@ -1,0 +1,82 @@
+"""psk-verify: check what IRDL cannot state about PSK-Core.
+
+IRDL checks arity and operand kinds. This pass checks that every `psk` type is
+well formed (one name per axis, no name twice, sizes positive), that every compute op
+carries a `psk.site` unique in its function, and each op's typing rule from
+`presk.prims`: the result type the rule gives for the operands must be the one written.
+It changes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from presk.passes import Pass
+
+from presk.errors import VerifierError
+from presk.ir.core import STRUCTURAL_OPS, psk_type, site_of, walk_ops
+from presk.ir.types import RecordType, StackType, TensorType, TupleType
+
+
+def check_type(t) -> str | None:
+    """Why a PSK type is malformed, or None."""
+    if isinstance(t, TensorType):
+        names = [a.name for a in t.axes if a.name]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            return f"axis name '{sorted(dup)[0]}' appears twice in {t.text()}"
+        if any(a.size <= 0 for a in t.axes):
+            return f"an axis of {t.text()} has no elements"
+        return None
+    if isinstance(t, RecordType):
+        names = t.names
+        if len(set(names)) != len(names):
+            return f"a field name appears twice in {t.text()}"
+        return next((w for w in (check_type(f) for _, f in t.fields) if w), None)
+    if isinstance(t, StackType):
+        return check_type(t.layer) if t.count > 0 else f"{t.text()} has no layers"
+    if isinstance(t, TupleType):
+        return next((w for w in (check_type(f) for f in t.items) if w), None)
+    return None
+
+
+@dataclass(frozen=True)
+class PskVerify(Pass):
+    name = "psk-verify"
+    description = "check PSK-Core's named axes, sites and typing rules (changes nothing)"
+
+    def run(self, module) -> None:
+        from presk.prims import typing_rule  # the rule table, one entry per primitive
+
+        for func in walk_ops(module, "func.func"):
+            self.verify_function(func, typing_rule)
+
+    def verify_function(self, func, typing_rule) -> None:
+        sites: dict[str, object] = {}
+        for op in walk_ops(func, "psk."):
+            types = []
+            for v in list(op.operands) + list(op.results):
+                try:
+                    t = psk_type(v)
+                except ValueError:
+                    if str(v.type).startswith("!psk."):
+                        raise VerifierError(f"malformed type {v.type}", op=op) from None
+                    continue
+                why = check_type(t)
+                if why:
+                    raise VerifierError(why, op=op)
+                types.append(t)
+            if op.name in STRUCTURAL_OPS:
+                continue
+            site = site_of(op)
+            if site is None:
+                raise VerifierError(f"'{op.name}' has no psk.site", op=op)
+            if site in sites:
+                raise VerifierError(f"site {site} is used twice", op=op)
+            sites[site] = op
+            rule = typing_rule(op.name)
+            if rule is not None:
+                rule.verify(op)
+
+
+PASS = PskVerify

@@ -1,0 +1,116 @@
+"""The one error hierarchy of presk.
+
+Every error a user can cause is a `PreskError`: it renders as one located line
+(`file:line:col: error[E2001]: message`), optionally followed by the source line and
+a caret. The command-line tools catch exactly these and exit with status 1; anything
+else is a bug in presk and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Span:
+    """A position in a source file: 1-based line and column."""
+
+    file: str
+    line: int
+    col: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}"
+
+
+class PreskError(Exception):
+    """An error in what the user gave presk (a program, a flag, a file)."""
+
+    code: str | None = None
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        span: Span | None = None,
+        source_line: str | None = None,
+        notes: tuple[str, ...] = (),
+    ):
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+        self.span = span
+        self.source_line = source_line
+        self.notes = notes
+
+    def headline(self) -> str:
+        where = f"{self.span}: " if self.span else ""
+        tag = f"error[{self.code}]" if self.code else "error"
+        return f"{where}{tag}: {self.message}"
+
+    def render(self) -> str:
+        lines = [self.headline()]
+        if self.source_line is not None and self.span is not None:
+            text = self.source_line.rstrip("\n")
+            lines.append(f"  {text}")
+            lines.append("  " + " " * (self.span.col - 1) + "^")
+        lines.extend(f"note: {n}" for n in self.notes)
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.headline()
+
+
+class SourceError(PreskError):
+    """A syntax, name, type or axis error in a PSK program (E1xxx, E2xxx)."""
+
+
+class BindingError(PreskError):
+    """An entry, `--dim` or `--const` that does not fit the program (E3xxx)."""
+
+
+class UsageError(PreskError):
+    """A command-line flag or value presk cannot take."""
+
+
+class IRError(PreskError):
+    """MLIR text that does not parse or verify, as the MLIR diagnostics locate it."""
+
+
+class OpError(PreskError):
+    """An error about one MLIR op; a pass reports it as a diagnostic at the op's location."""
+
+    def __init__(self, message: str, *, op=None, **kwargs):
+        super().__init__(message, **kwargs)
+        self.op = op
+
+
+class VerifierError(OpError):
+    """An op that breaks a rule IRDL cannot state (named axes, shapes)."""
+
+
+class PassError(OpError):
+    """A pass that cannot transform the IR it was given."""
+
+
+class RealizationError(PreskError):
+    """A realization or plan that cannot be taken (E7001) or honoured (E7002)."""
+
+
+class RuntimeDataError(PreskError):
+    """A value presk refuses at run time (a row a mask empties, an index out of range)."""
+
+
+class FileFormatError(PreskError):
+    """A checkpoint, inputs file or JSON file that is malformed, truncated or mismatched (E9xxx)."""
+
+
+def source_error(
+    cls: type[PreskError], code: str, message: str, file: str, text: str, line: int, col: int
+) -> PreskError:
+    """Build a located error with its source excerpt from the whole source `text`."""
+    lines = text.splitlines()
+    src = lines[line - 1] if 0 < line <= len(lines) else None
+    return cls(message, code=code, span=Span(file, line, col), source_line=src)

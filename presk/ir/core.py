@@ -1,0 +1,53 @@
+"""Reading PSK-Core ops through the MLIR bindings."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from mlir import ir
+
+from presk.ir.types import PskType, parse_mlir_type
+
+# Ops that move values around without computing: they carry no site.
+STRUCTURAL_OPS = frozenset(
+    {
+        "psk.record_empty",
+        "psk.set_field",
+        "psk.field",
+        "psk.tuple_empty",
+        "psk.tuple_append",
+        "psk.get",
+        "psk.fold",
+        "psk.grad",
+        "psk.vjp",
+    }
+)
+
+
+def walk_ops(root: ir.Operation, prefix: str = "psk.") -> Iterator[ir.Operation]:
+    """Every op under `root` (in pre-order) whose name starts with `prefix`."""
+    found: list[ir.Operation] = []
+
+    def visit(op):
+        if op.name.startswith(prefix):
+            found.append(op)
+        return ir.WalkResult.ADVANCE
+
+    root.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return iter(found)
+
+
+def psk_type(value_or_type) -> PskType:
+    """The PSK type of an MLIR value or type."""
+    t = value_or_type.type if hasattr(value_or_type, "type") else value_or_type
+    return parse_mlir_type(str(t))
+
+
+def string_attr(op: ir.Operation, name: str) -> str | None:
+    if name not in op.attributes:
+        return None
+    return ir.StringAttr(op.attributes[name]).value
+
+
+def site_of(op: ir.Operation) -> str | None:
+    return string_attr(op, "psk.site")

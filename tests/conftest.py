@@ -1,0 +1,42 @@
+"""Shared test helpers: running presk's command lines as a user would."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+
+
+def run_tool(tool: str, *args: str, stdin: str | None = None, cwd: Path | None = None):
+    """Run `presk` or `presk-opt` from the venv; returns the CompletedProcess (text)."""
+    return subprocess.run(
+        [str(BIN / tool), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=cwd or REPO,
+        env={**os.environ, "PYTHONHASHSEED": "0"},
+    )
+
+
+def assert_user_error(proc, code: str | None = None, where: str | None = None) -> str:
+    """A refused input: exit 1, no traceback, the code and position on the first line."""
+    assert proc.returncode == 1, (proc.returncode, proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    first = proc.stderr.strip().splitlines()[0]
+    if code is not None:
+        assert f"error[{code}]" in first, first
+    if where is not None:
+        assert where in first, first
+    return first
+
+
+@pytest.fixture
+def repo() -> Path:
+    return REPO
