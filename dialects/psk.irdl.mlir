@@ -5,7 +5,6 @@
 //                                               axis ("" for a positional axis); rank 0 is a scalar
 //   !psk.index<...>, !psk.bool<...>             index (token, nat) and mask tensors, same parameters
 //   !psk.record<["w", "b"], [T1, T2]>           a record (parameter trees, named results)
-//   !psk.stack<2 : i64, !psk.record<...>>       L layers of one record, every leaf with a leading axis
 //   tuples are builtin `tuple<...>`
 //
 // IRDL checks arity and the kinds of operands; the named-axis rules of every op live in
@@ -32,11 +31,6 @@ irdl.dialect @psk {
     %types = irdl.base "#builtin.array"
     irdl.parameters(names: %names, types: %types)
   }
-  irdl.type @stack {
-    %count = irdl.base "#builtin.integer"
-    %layer = irdl.base @psk::@record
-    irdl.parameters(count: %count, layer: %layer)
-  }
 
   // ---- values
   // a scalar literal, kept as exact decimal text; result real or index
@@ -53,10 +47,13 @@ irdl.dialect @psk {
     irdl.operands(x: %v0)
     irdl.results(res: %v1)
   }
-  // mask[i, j] = j <= i over the two axes of its result type
+  // mask[i, j] = j <= i over the two named axes `names` of sizes `sizes`
   irdl.operation @causal_mask {
     %v0 = irdl.base @psk::@bool
+    %a0 = irdl.base "#builtin.array"
+    %a1 = irdl.base "#builtin.dense_array"
     irdl.results(res: %v0)
+    irdl.attributes { "names" = %a0, "sizes" = %a1 }
   }
   // ---- elementwise, broadcasting by axis name
   irdl.operation @neg {
@@ -305,12 +302,14 @@ irdl.dialect @psk {
     irdl.operands(x: %v0)
     irdl.results(res: %v1)
   }
-  // the same elements under the axis names of the result type
+  // the same elements, the axes named `names` ("" for positional)
   irdl.operation @rename {
     %v0 = irdl.any
     %v1 = irdl.any
+    %a0 = irdl.base "#builtin.array"
     irdl.operands(x: %v0)
     irdl.results(res: %v1)
+    irdl.attributes { "names" = %a0 }
   }
   // sum x down to like's axes (broadcasting's adjoint)
   irdl.operation @sum_to {
@@ -370,9 +369,11 @@ irdl.dialect @psk {
     irdl.results(res: %v1)
     irdl.attributes { "index" = %a0 }
   }
-  // carry = callee(layer, carry) for each layer in order
+  // carry = callee(layer, carry) for each layer of a stack in order: `stack` is the record
+  // of the stacked parameters, each leaf with the layers as its leading axis, and layer l
+  // is that record with every leaf taken at l
   irdl.operation @fold {
-    %v0 = irdl.base @psk::@stack
+    %v0 = irdl.base @psk::@record
     %v1 = irdl.any
     %v2 = irdl.any
     %a0 = irdl.base "#builtin.symbol_ref"

@@ -15,7 +15,7 @@ from presk.passes import Pass
 
 from presk.errors import VerifierError
 from presk.ir.core import STRUCTURAL_OPS, psk_type, site_of, walk_ops
-from presk.ir.types import RecordType, StackType, TensorType, TupleType
+from presk.ir.types import RecordType, TensorType, TupleType
 
 
 def check_type(t) -> str | None:
@@ -33,8 +33,6 @@ def check_type(t) -> str | None:
         if len(set(names)) != len(names):
             return f"a field name appears twice in {t.text()}"
         return next((w for w in (check_type(f) for _, f in t.fields) if w), None)
-    if isinstance(t, StackType):
-        return check_type(t.layer) if t.count > 0 else f"{t.text()} has no layers"
     if isinstance(t, TupleType):
         return next((w for w in (check_type(f) for f in t.items) if w), None)
     return None

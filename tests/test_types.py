@@ -7,10 +7,11 @@ from presk.ir.context import new_context
 from presk.ir.types import (
     Axis,
     RecordType,
-    StackType,
     TensorType,
     TupleType,
     leaves,
+    stacked,
+    unstacked,
     parse_mlir_type,
 )
 
@@ -23,7 +24,6 @@ TYPES = [
     TensorType("bool", (Axis("seq", 4), Axis("seq2", 4))),
     RecordType((("w", W), ("b", TensorType("real", (Axis(None, 2),))))),
     RecordType(()),
-    StackType(2, RecordType((("w", W),))),
     TupleType((X, TensorType("index"))),
     TupleType(()),
 ]
@@ -41,12 +41,12 @@ def test_text_spelling():
     assert X.text() == "ℝ[batch: 4, 3]"
     assert TensorType("real").text() == "ℝ"
     assert TensorType("index", (Axis("B", 2),)).text() == "nat[B: 2]"
-    assert StackType(2, RecordType((("w", W),))).text() == "stack{2} {w: ℝ[3, 2]}"
 
 
 def test_leaves_have_dotted_paths_and_stacks_add_a_leading_axis():
     block = RecordType((("ff", RecordType((("w", W),))),))
-    model = RecordType((("blocks", StackType(3, block)), ("head", W)))
+    model = RecordType((("blocks", stacked(block, 3)), ("head", W)))
+    assert unstacked(model.field("blocks")) == block
     assert leaves(model) == [
         ("blocks.ff.w", TensorType("real", (Axis(None, 3), Axis(None, 3), Axis(None, 2)))),
         ("head", W),

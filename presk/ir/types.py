@@ -1,9 +1,10 @@
-"""PSK types: tensors with named axes, records, stacks and tuples.
+"""PSK types: tensors with named axes, records and tuples.
 
 One Python model, with two spellings: the MLIR type of the `psk` dialect
 (`!psk.real<array<i64: 4, 2>, ["batch", ""]>`) and the readable text the dumps print
 (`ℝ[batch: 4, 2]`). An axis has a size and, optionally, a name; an unnamed axis is
-positional.
+positional. A stack of L layers of a module is the record of its parameters with a
+leading axis of size L on every leaf.
 """
 
 from __future__ import annotations
@@ -95,24 +96,6 @@ class RecordType:
 
 
 @dataclass(frozen=True)
-class StackType:
-    """`count` layers of `layer`: every leaf of a stack value carries a leading axis."""
-
-    count: int
-    layer: RecordType
-
-    def mlir(self) -> str:
-        return f"!psk.stack<{self.count} : i64, {self.layer.mlir()}>"
-
-    def text(self) -> str:
-        return f"stack{{{self.count}}} {self.layer.text()}"
-
-    def stacked(self) -> RecordType:
-        """The record of stacked leaves this stack holds (one leading axis per stack)."""
-        return RecordType(tuple((n, stack_leaf(t, self.count)) for n, t in self.layer.fields))
-
-
-@dataclass(frozen=True)
 class TupleType:
     items: tuple[PskType, ...]
 
@@ -128,28 +111,34 @@ class TupleType:
         )
 
 
-PskType = TensorType | RecordType | StackType | TupleType
+PskType = TensorType | RecordType | TupleType
 
 REAL_SCALAR = TensorType("real")
 INDEX_SCALAR = TensorType("index")
 
 
-def stack_leaf(t: PskType, count: int) -> PskType:
-    """A layer's type as a stack of `count` holds it."""
+def stacked(t: PskType, count: int) -> PskType:
+    """A layer's type as a stack of `count` layers holds it: a leading axis on every leaf."""
     if isinstance(t, TensorType):
         return t.with_axes((Axis(None, count), *t.axes))
     if isinstance(t, RecordType):
-        return RecordType(tuple((n, stack_leaf(f, count)) for n, f in t.fields))
-    # A stack inside a stacked module would need its leaves' axes in two orders at once.
+        return RecordType(tuple((n, stacked(f, count)) for n, f in t.fields))
     raise TypeError(f"cannot stack {t.text()}")
+
+
+def unstacked(t: PskType) -> PskType:
+    """One layer of a stack: every leaf without its leading axis."""
+    if isinstance(t, TensorType):
+        return t.with_axes(t.axes[1:])
+    if isinstance(t, RecordType):
+        return RecordType(tuple((n, unstacked(f)) for n, f in t.fields))
+    raise TypeError(f"cannot take a layer of {t.text()}")
 
 
 def leaves(t: PskType, prefix: str = "") -> list[tuple[str, TensorType]]:
     """The tensor leaves of a type with their dotted paths, in declaration order."""
     if isinstance(t, TensorType):
         return [(prefix, t)]
-    if isinstance(t, StackType):
-        return leaves(t.stacked(), prefix)
     if isinstance(t, RecordType):
         out = []
         for n, f in t.fields:
@@ -235,15 +224,6 @@ class _Reader:
             types = self.comma_list("]", self.type)
             self.take(">")
             return RecordType(tuple(zip(names, types, strict=True)))
-        if head == "!psk.stack":
-            count = int(self.take())
-            self.take(":")
-            self.take("i64")
-            self.take(",")
-            layer = self.type()
-            self.take(">")
-            assert isinstance(layer, RecordType)
-            return StackType(count, layer)
         raise ValueError(f"not a PSK type: {self.text!r}")
 
 

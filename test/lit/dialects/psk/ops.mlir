@@ -28,16 +28,16 @@ func.func @records(%x: !psk.real<array<i64: 2>, [""]>) -> !psk.record<["w"], [!p
 }
 
 // CHECK-LABEL: func.func @structure
-// CHECK:         "psk.causal_mask"() {psk.site = "structure/%0"} : () -> !psk.bool<array<i64: 4, 4>, ["seq", "seq2"]>
+// CHECK:         "psk.causal_mask"() {names = ["seq", "seq2"], psk.site = "structure/%0", sizes = array<i64: 4, 4>} : () -> !psk.bool<array<i64: 4, 4>, ["seq", "seq2"]>
 // CHECK:         "psk.softmax"(%arg1, %{{.*}}) {axis = 1 : i64, psk.site = "structure/%1"}
 // CHECK:         "psk.fold"(%arg0, %{{.*}}) {callee = @"Block{4}.apply"}
 // CHECK:         "psk.argmax"({{.*}}) {axis = 1 : i64, psk.site = "structure/%2"} : ({{.*}}) -> !psk.index<array<i64: 4>, ["seq"]>
 // CHECK:         "psk.tuple_empty"
 // CHECK:         "psk.tuple_append"
-func.func @structure(%s: !psk.stack<2 : i64, !psk.record<["w"], [!psk.real<array<i64: 4, 4>, ["", ""]>]>>, %x: !psk.real<array<i64: 4, 4>, ["seq", "seq2"]>) -> tuple<!psk.real<array<i64: 4, 4>, ["seq", "seq2"]>, !psk.index<array<i64: 4>, ["seq"]>> {
-  %m = "psk.causal_mask"() {psk.site = "structure/%0"} : () -> !psk.bool<array<i64: 4, 4>, ["seq", "seq2"]>
+func.func @structure(%s: !psk.record<["w"], [!psk.real<array<i64: 2, 4, 4>, ["", "", ""]>]>, %x: !psk.real<array<i64: 4, 4>, ["seq", "seq2"]>) -> tuple<!psk.real<array<i64: 4, 4>, ["seq", "seq2"]>, !psk.index<array<i64: 4>, ["seq"]>> {
+  %m = "psk.causal_mask"() {names = ["seq", "seq2"], psk.site = "structure/%0", sizes = array<i64: 4, 4>} : () -> !psk.bool<array<i64: 4, 4>, ["seq", "seq2"]>
   %0 = "psk.softmax"(%x, %m) {axis = 1 : i64, psk.site = "structure/%1"} : (!psk.real<array<i64: 4, 4>, ["seq", "seq2"]>, !psk.bool<array<i64: 4, 4>, ["seq", "seq2"]>) -> !psk.real<array<i64: 4, 4>, ["seq", "seq2"]>
-  %1 = "psk.fold"(%s, %0) {callee = @"Block{4}.apply"} : (!psk.stack<2 : i64, !psk.record<["w"], [!psk.real<array<i64: 4, 4>, ["", ""]>]>>, !psk.real<array<i64: 4, 4>, ["seq", "seq2"]>) -> !psk.real<array<i64: 4, 4>, ["seq", "seq2"]>
+  %1 = "psk.fold"(%s, %0) {callee = @"Block{4}.apply"} : (!psk.record<["w"], [!psk.real<array<i64: 2, 4, 4>, ["", "", ""]>]>, !psk.real<array<i64: 4, 4>, ["seq", "seq2"]>) -> !psk.real<array<i64: 4, 4>, ["seq", "seq2"]>
   %2 = "psk.argmax"(%1) {axis = 1 : i64, psk.site = "structure/%2"} : (!psk.real<array<i64: 4, 4>, ["seq", "seq2"]>) -> !psk.index<array<i64: 4>, ["seq"]>
   %t0 = "psk.tuple_empty"() : () -> tuple<>
   %t1 = "psk.tuple_append"(%t0, %1) : (tuple<>, !psk.real<array<i64: 4, 4>, ["seq", "seq2"]>) -> tuple<!psk.real<array<i64: 4, 4>, ["seq", "seq2"]>>

@@ -1,0 +1,41 @@
+"""Reading a PSK program and elaborating an entry, as the commands that take FILE do."""
+
+from __future__ import annotations
+
+from presk.errors import UsageError
+from presk.front import ast
+from presk.front.bindings import parse_assignments, parse_entry
+from presk.front.check import check_program
+from presk.front.elaborate import Elaborated, elaborate
+from presk.front.parser import parse
+from presk.ir.context import new_context
+
+
+def add_program_args(p, entry_required: bool = True) -> None:
+    p.add_argument("file", help="the .psk program")
+    p.add_argument("--entry", required=entry_required, metavar="E",
+                   help="the function to run: fn, Module.fn or 'Module{c1, c2}.fn'")
+    p.add_argument("--dim", action="append", metavar="NAME=N", help="bind a dim (repeatable)")
+    p.add_argument("--const", action="append", metavar="NAME=N",
+                   help="bind a const of the entry's module (repeatable)")
+
+
+def read_program(path: str) -> ast.Program:
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise UsageError(f"cannot read {path}: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"cannot read {path}: not UTF-8 text") from None
+    program = parse(text, path)
+    check_program(program)
+    return program
+
+
+def elaborate_args(args, program: ast.Program | None = None) -> Elaborated:
+    """The entry named by `args`, elaborated into a PSK-Core module."""
+    program = program or read_program(args.file)
+    dims = parse_assignments(args.dim, "--dim", "E3004")
+    consts = parse_assignments(args.const, "--const", "E3007")
+    return elaborate(program, parse_entry(args.entry), dims, consts, new_context())

@@ -1,0 +1,224 @@
+"""The abstract syntax of PSK: what the parser builds and the elaborator reads.
+
+Every node has a `span` (file, line, column) for error messages. Sizes inside types and
+brackets are ordinary expressions, evaluated when the consts and dims are bound.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from presk.errors import Span
+
+
+@dataclass
+class Node:
+    span: Span
+
+
+# ---- types ---------------------------------------------------------------------------
+
+
+@dataclass
+class AxisExpr(Node):
+    name: str | None  # `name: size`; None for a plain entry, which the binding decides
+    size: Expr
+
+
+@dataclass
+class TensorTypeExpr(Node):
+    kind: str  # "real" | "index" | "bool"
+    axes: list[AxisExpr]
+    bound: Expr | None = None  # nat{V}[...]: the values lie in [0, V)
+
+
+@dataclass
+class TupleTypeExpr(Node):
+    items: list[TypeExpr]
+
+
+@dataclass
+class RecordTypeExpr(Node):
+    fields: list[tuple[str, TypeExpr]]
+
+
+TypeExpr = TensorTypeExpr | TupleTypeExpr | RecordTypeExpr
+
+
+# ---- expressions -----------------------------------------------------------------------
+
+
+@dataclass
+class IntLit(Node):
+    value: int
+
+
+@dataclass
+class FloatLit(Node):
+    text: str
+
+
+@dataclass
+class Name(Node):
+    id: str
+
+
+@dataclass
+class Field(Node):
+    obj: Expr
+    name: str
+
+
+@dataclass
+class Item(Node):
+    obj: Expr
+    index: int
+
+
+@dataclass
+class Arg(Node):
+    name: str | None  # a keyword argument's name
+    value: Expr
+
+
+@dataclass
+class Call(Node):
+    fn: Expr
+    args: list[Arg]
+
+
+@dataclass
+class StaticAxis(Node):
+    name: str
+    size: Expr
+
+
+@dataclass
+class StaticRename(Node):
+    src: Expr
+    dst: Expr
+
+
+StaticArg = "StaticAxis | StaticRename | Expr"
+
+
+@dataclass
+class Static(Node):
+    """`fn[args]`: a primitive's static arguments (axes, sizes, renames, numbers)."""
+
+    fn: Expr
+    args: list
+
+
+@dataclass
+class Neg(Node):
+    x: Expr
+
+
+@dataclass
+class BinOp(Node):
+    op: str  # "+", "-", "*", "/", "·"
+    lhs: Expr
+    rhs: Expr
+
+
+@dataclass
+class TupleLit(Node):
+    items: list[Expr]
+
+
+@dataclass
+class RecordLit(Node):
+    fields: list[tuple[str, Expr]]
+
+
+Expr = IntLit | FloatLit | Name | Field | Item | Call | Static | Neg | BinOp | TupleLit | RecordLit
+
+
+# ---- declarations ------------------------------------------------------------------------
+
+
+@dataclass
+class Let(Node):
+    names: list[str]  # one name, or the names a tuple is taken apart into
+    is_tuple: bool
+    value: Expr
+
+
+@dataclass
+class FnParam(Node):
+    name: str
+    type: TypeExpr | None
+
+
+@dataclass
+class FnDef(Node):
+    name: str
+    params: list[FnParam]
+    ret: TypeExpr | None
+    lets: list[Let]
+    result: Expr
+
+
+@dataclass
+class FnAlias(Node):
+    """`fn name = expr`: a function made from another (`grad(loss)`)."""
+
+    name: str
+    value: Expr
+
+
+@dataclass
+class Init(Node):
+    kind: str  # zeros | ones | normal | uniform
+    args: list[Arg]
+
+
+@dataclass
+class ParamDef(Node):
+    name: str
+    type: TypeExpr
+    init: Init
+
+
+@dataclass
+class SubDef(Node):
+    name: str
+    module: str
+    const_args: list[Expr]
+    stack: Expr | None  # `stack{L} Block{...}`: the number of layers
+
+
+@dataclass
+class ModuleDef(Node):
+    name: str
+    consts: list[str]
+    members: list[ParamDef | SubDef | FnDef | FnAlias]
+
+    def member(self, name: str):
+        for m in self.members:
+            if m.name == name:
+                return m
+        return None
+
+
+@dataclass
+class DimDecl(Node):
+    names: list[str]
+
+
+@dataclass
+class PrecisionDecl(Node):
+    kind: str  # budget
+    args: list[Arg]
+
+
+@dataclass
+class Program:
+    file: str
+    text: str
+    dims: list[tuple[str, Span]] = field(default_factory=list)
+    modules: dict[str, ModuleDef] = field(default_factory=dict)
+    functions: dict[str, FnDef | FnAlias] = field(default_factory=dict)
+    precision: PrecisionDecl | None = None
+    items: list[Node] = field(default_factory=list)  # in source order, for dumps

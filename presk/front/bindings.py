@@ -1,0 +1,145 @@
+"""Entries and bindings: `--entry 'Linear{3, 2}.apply'`, `--dim batch=4`, `--const D=32`.
+
+Errors are E3xxx: a malformed or unknown entry, a dim or const that the program does not
+declare, a value that is not a positive whole number.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from presk.errors import BindingError
+from presk.front import ast
+
+_ENTRY = re.compile(r"^\s*(?P<mod>[^\W\d]\w*)\s*(?:\{(?P<consts>[^{}]*)\})?\s*\.\s*(?P<fn>[^\W\d]\w*)\s*$")
+_FN = re.compile(r"^\s*(?P<fn>[^\W\d]\w*)\s*$")
+
+
+@dataclass(frozen=True)
+class Entry:
+    module: str | None  # None for a top-level function
+    const_args: tuple[str, ...] | None  # as written inside { }, or None when absent
+    function: str
+
+    def __str__(self) -> str:
+        if self.module is None:
+            return self.function
+        consts = "{" + ", ".join(self.const_args) + "}" if self.const_args is not None else ""
+        return f"{self.module}{consts}.{self.function}"
+
+
+def parse_entry(text: str) -> Entry:
+    m = _FN.match(text)
+    if m:
+        return Entry(None, None, m["fn"])
+    m = _ENTRY.match(text)
+    if not m:
+        raise BindingError(
+            f"malformed entry '{text}' (write fn, Module.fn or 'Module{{c1, c2}}.fn')", code="E3002"
+        )
+    consts = None
+    if m["consts"] is not None:
+        consts = tuple(c.strip() for c in m["consts"].split(","))
+        if any(not c for c in consts):
+            raise BindingError(f"malformed entry '{text}': an empty const", code="E3002")
+    return Entry(m["mod"], consts, m["fn"])
+
+
+def parse_assignments(items: list[str] | None, flag: str, code: str) -> dict[str, int]:
+    """`["batch=4", "T=8"]` as a dict; each value a positive whole number."""
+    out: dict[str, int] = {}
+    for item in items or []:
+        name, eq, value = item.partition("=")
+        name, value = name.strip(), value.strip()
+        if not eq or not name:
+            raise BindingError(f"{flag} {item!r} is not NAME=VALUE", code=code)
+        if not value.isdigit() or int(value) <= 0:
+            raise BindingError(f"{flag} {name}={value}: the value must be a positive whole number", code="E3005")
+        if name in out and out[name] != int(value):
+            raise BindingError(f"{flag} {name} is given twice", code=code)
+        out[name] = int(value)
+    return out
+
+
+def check_dims(program: ast.Program, dims: dict[str, int]) -> None:
+    declared = {n for n, _ in program.dims}
+    for name in dims:
+        if name not in declared:
+            known = ", ".join(sorted(declared)) or "none"
+            raise BindingError(f"--dim {name}: the program declares no dim {name} (dims: {known})", code="E3004")
+
+
+def resolve_entry(program: ast.Program, entry: Entry) -> Entry:
+    """A bare function name that is no top-level function names the one module that has it."""
+    if entry.module is not None or entry.function in program.functions:
+        return entry
+    owners = [
+        m.name for m in program.modules.values()
+        if isinstance(m.member(entry.function), (ast.FnDef, ast.FnAlias))
+    ]
+    if len(owners) == 1:
+        return Entry(owners[0], None, entry.function)
+    if len(owners) > 1:
+        raise BindingError(
+            f"entry '{entry}' is in several modules ({', '.join(owners)}): write Module.{entry.function}",
+            code="E3001",
+        )
+    raise _unknown_entry(program, str(entry))
+
+
+def entry_consts(program: ast.Program, entry: Entry, consts: dict[str, int]) -> dict[str, int]:
+    """The values of the entry module's consts, from the entry text and `--const`."""
+    if entry.module is None:
+        if entry.function not in program.functions:
+            raise _unknown_entry(program, str(entry))
+        if consts:
+            raise BindingError(f"--const {next(iter(consts))}: entry {entry} is not in a module", code="E3007")
+        return {}
+    mod = program.modules.get(entry.module)
+    if mod is None:
+        raise _unknown_entry(program, str(entry))
+    member = mod.member(entry.function)
+    if not isinstance(member, (ast.FnDef, ast.FnAlias)):
+        raise _unknown_entry(program, str(entry))
+    for name in consts:
+        if name not in mod.consts:
+            known = ", ".join(mod.consts) or "none"
+            raise BindingError(f"--const {name}: module {mod.name} has no const {name} (consts: {known})", code="E3007")
+    values: dict[str, int] = {}
+    if entry.const_args is not None:
+        if len(entry.const_args) != len(mod.consts):
+            raise BindingError(
+                f"{mod.name} takes {len(mod.consts)} consts ({', '.join(mod.consts)}), "
+                f"entry {entry} gives {len(entry.const_args)}",
+                code="E3009",
+            )
+        for name, text in zip(mod.consts, entry.const_args, strict=True):
+            if text.isdigit() and int(text) > 0:
+                values[name] = int(text)
+            elif text in consts:
+                values[name] = consts[text]
+            else:
+                raise BindingError(
+                    f"const {name} of entry {entry} is '{text}': give a positive whole number, "
+                    f"or bind {text} with --const {text}=N",
+                    code="E3006",
+                )
+    for name in mod.consts:
+        if name not in values:
+            if name not in consts:
+                raise BindingError(f"entry {entry} needs const {name} (give --const {name}=N)", code="E3006")
+            values[name] = consts[name]
+    return values
+
+
+def _unknown_entry(program: ast.Program, text: str) -> BindingError:
+    return BindingError(f"no entry '{text}' (entries: {', '.join(available_entries(program))})", code="E3001")
+
+
+def available_entries(program: ast.Program) -> list[str]:
+    out = list(program.functions)
+    for mod in program.modules.values():
+        consts = "{" + ", ".join(mod.consts) + "}" if mod.consts else ""
+        out += [f"{mod.name}{consts}.{m.name}" for m in mod.members if isinstance(m, (ast.FnDef, ast.FnAlias))]
+    return out

@@ -1,0 +1,254 @@
+"""Checks of a whole program that need no sizes: names, definitions, arities.
+
+Run on every program after parsing, so a function the entry never reaches is still
+checked. Typing needs the consts and dims, so it happens at elaboration, on concrete
+types (presk/front/elaborate.py); a module's functions are typed per instance.
+"""
+
+from __future__ import annotations
+
+from presk.errors import SourceError, Span, source_error
+from presk.front import ast
+from presk.front.elaborate import INIT_KINDS, SPECIAL_FORMS
+from presk.prims import by_name
+
+_HIDDEN_PRIMS = ("const", "to_real", "reduce_max", "gt")
+
+
+class _Checker:
+    def __init__(self, program: ast.Program):
+        self.p = program
+        self.dims = {n for n, _ in program.dims}
+
+    def err(self, code: str, message: str, span: Span) -> SourceError:
+        return source_error(SourceError, code, message, span.file, self.p.text, span.line, span.col)
+
+    def run(self) -> None:
+        self.definitions()
+        for m in self.p.modules.values():
+            self.module(m)
+        for f in self.p.functions.values():
+            self.function(f, None)
+        if self.p.precision is not None:
+            self.precision(self.p.precision)
+        self.module_cycles()
+
+    def definitions(self) -> None:
+        seen: dict[str, str] = {}
+        for item in self.p.items:
+            names = []
+            if isinstance(item, ast.DimDecl):
+                names = [(n, "dim") for n in item.names]
+            elif isinstance(item, ast.ModuleDef):
+                names = [(item.name, "module")]
+            elif isinstance(item, (ast.FnDef, ast.FnAlias)):
+                names = [(item.name, "function")]
+            for n, what in names:
+                if n in seen:
+                    raise self.err("E2002", f"{n} is defined twice (as a {seen[n]} and as a {what})", item.span)
+                seen[n] = what
+
+    def module(self, m: ast.ModuleDef) -> None:
+        consts = set()
+        for c in m.consts:
+            if c in consts:
+                raise self.err("E2002", f"module {m.name} names const {c} twice", m.span)
+            consts.add(c)
+        members: set[str] = set()
+        for mem in m.members:
+            if mem.name in members or mem.name in consts:
+                raise self.err("E2002", f"{mem.name} is defined twice in module {m.name}", mem.span)
+            members.add(mem.name)
+            if isinstance(mem, ast.SubDef):
+                target = self.p.modules.get(mem.module)
+                if target is None:
+                    raise self.err("E2001", f"unknown module {mem.module}", mem.span)
+                if len(mem.const_args) != len(target.consts):
+                    raise self.err(
+                        "E2009",
+                        f"{target.name} takes {len(target.consts)} consts "
+                        f"({', '.join(target.consts) or 'none'}), not {len(mem.const_args)}",
+                        mem.span,
+                    )
+                for e in mem.const_args + ([mem.stack] if mem.stack is not None else []):
+                    self.size_names(e, consts)
+            elif isinstance(mem, ast.ParamDef):
+                if mem.init.kind not in INIT_KINDS:
+                    raise self.err(
+                        "E2017", f"unknown initializer {mem.init.kind} (zeros, ones, normal, uniform)", mem.init.span
+                    )
+                self.type_names(mem.type, consts)
+        for mem in m.members:
+            if isinstance(mem, (ast.FnDef, ast.FnAlias)):
+                self.function(mem, m)
+
+    def size_names(self, e: ast.Expr, consts: set[str]) -> None:
+        if isinstance(e, ast.Name):
+            if e.id not in consts and e.id not in self.dims:
+                raise self.err("E2001", f"unknown size '{e.id}' (not a const or a dim)", e.span)
+        elif isinstance(e, ast.BinOp):
+            self.size_names(e.lhs, consts)
+            self.size_names(e.rhs, consts)
+
+    def type_names(self, t, consts: set[str]) -> None:
+        if isinstance(t, ast.TensorTypeExpr):
+            for a in t.axes:
+                self.size_names(a.size, consts)
+            if t.bound is not None:
+                self.size_names(t.bound, consts)
+        elif isinstance(t, ast.TupleTypeExpr):
+            for i in t.items:
+                self.type_names(i, consts)
+        elif isinstance(t, ast.RecordTypeExpr):
+            for _, f in t.fields:
+                self.type_names(f, consts)
+
+    def function(self, f, m: ast.ModuleDef | None) -> None:
+        consts = set(m.consts) if m else set()
+        scope: dict[str, object] = {}
+        if isinstance(f, ast.FnAlias):
+            self.expr(f.value, scope, m)
+            return
+        for p in f.params:
+            if p.name in scope:
+                raise self.err("E2002", f"{f.name} names its argument {p.name} twice", p.span)
+            scope[p.name] = "arg"
+            if p.type is not None:
+                self.type_names(p.type, consts)
+        if f.ret is not None:
+            self.type_names(f.ret, consts)
+        for let in f.lets:
+            self.expr(let.value, scope, m)
+            for n in let.names:
+                scope[n] = "let"
+        self.expr(f.result, scope, m)
+
+    def resolve(self, ident: str, scope, m: ast.ModuleDef | None, span: Span):
+        if ident in scope:
+            return "value"
+        if m is not None:
+            member = m.member(ident)
+            if member is not None:
+                return member
+            if ident in m.consts:
+                return "value"
+        if ident in self.dims:
+            return "value"
+        if ident in self.p.functions:
+            return self.p.functions[ident]
+        if ident in SPECIAL_FORMS or (by_name(ident) is not None and ident not in _HIDDEN_PRIMS):
+            return "prim"
+        raise self.err("E2001", f"unknown name '{ident}'", span)
+
+    def expr(self, e: ast.Expr, scope, m: ast.ModuleDef | None) -> object:
+        """Check `e`; return what it names when that is known (a member, a module, a prim)."""
+        if isinstance(e, ast.Name):
+            return self.resolve(e.id, scope, m, e.span)
+        if isinstance(e, ast.Field):
+            obj = self.expr(e.obj, scope, m)
+            if isinstance(obj, ast.SubDef):
+                target = self.p.modules[obj.module]
+                member = target.member(e.name)
+                if member is None:
+                    raise self.err("E2016", f"module {target.name} has no member {e.name}", e.span)
+                return member
+            return None
+        if isinstance(e, ast.Static):
+            head = self.expr(e.fn, scope, m)
+            if head != "prim":
+                raise self.err("E2010", "only a primitive takes arguments in [ ]", e.span)
+            for s in e.args:
+                if isinstance(s, ast.StaticAxis):
+                    self.size_names(s.size, set(m.consts) if m else set())
+            return ("prim", e)
+        if isinstance(e, ast.Call):
+            head = self.expr(e.fn, scope, m)
+            for a in e.args:
+                if a.name is not None:
+                    raise self.err("E2003", f"keyword arguments are for initializers, not calls ({a.name}=)", a.span)
+                if isinstance(head, str) and head == "prim" and isinstance(e.fn, ast.Name) and e.fn.id in SPECIAL_FORMS:
+                    continue
+                self.expr(a.value, scope, m)
+            self.arity(e, head)
+            if isinstance(e.fn, ast.Name) and e.fn.id in SPECIAL_FORMS:
+                self.special(e, scope, m)
+            return None
+        if isinstance(e, ast.BinOp):
+            self.expr(e.lhs, scope, m)
+            self.expr(e.rhs, scope, m)
+        elif isinstance(e, ast.Neg):
+            self.expr(e.x, scope, m)
+        elif isinstance(e, ast.Item):
+            self.expr(e.obj, scope, m)
+        elif isinstance(e, ast.TupleLit):
+            for i in e.items:
+                self.expr(i, scope, m)
+        elif isinstance(e, ast.RecordLit):
+            for _, v in e.fields:
+                self.expr(v, scope, m)
+        return None
+
+    def arity(self, call: ast.Call, head) -> None:
+        n = len(call.args)
+        if head == "prim" and isinstance(call.fn, ast.Name):
+            name, has_statics = call.fn.id, False
+        elif isinstance(head, tuple) and isinstance(call.fn, ast.Static) and isinstance(call.fn.fn, ast.Name):
+            name, has_statics = call.fn.fn.id, True
+        else:
+            return
+        if name in SPECIAL_FORMS:
+            want = {"fold": (2, 2), "grad": (1, 1)}[name]
+        elif name == "max":
+            want = (1, 1) if has_statics else (2, 2)
+        else:
+            want = by_name(name).arity
+        if not want[0] <= n <= want[1]:
+            count = str(want[0]) if want[0] == want[1] else f"{want[0]} or {want[1]}"
+            raise self.err("E2003", f"{name} takes {count} operands, not {n}", call.span)
+
+    def special(self, call: ast.Call, scope, m) -> None:
+        if call.fn.id == "grad":
+            target = call.args[0].value
+            named = self.expr(target, scope, m)
+            if not isinstance(named, (ast.FnDef, ast.FnAlias)):
+                raise self.err("E2014", "grad takes a function by name", target.span)
+            return
+        f, carry = call.args[0].value, call.args[1].value
+        self.expr(carry, scope, m)
+        ok = False
+        if isinstance(f, ast.Field) and isinstance(f.obj, ast.Name) and m is not None:
+            sub = m.member(f.obj.id)
+            ok = isinstance(sub, ast.SubDef) and sub.stack is not None
+            if ok and not isinstance(self.p.modules[sub.module].member(f.name), (ast.FnDef, ast.FnAlias)):
+                raise self.err("E2016", f"module {sub.module} has no function {f.name}", f.span)
+        if not ok:
+            raise self.err("E2012", "fold's first argument is a function of a stacked submodule (blocks.apply)", f.span)
+
+    def precision(self, d: ast.PrecisionDecl) -> None:
+        if d.kind != "budget" or len(d.args) != 1 or d.args[0].name not in ("rel_error", "abs_error"):
+            raise self.err("E2018", "precision is written budget(rel_error = ε) or budget(abs_error = ε)", d.span)
+        v = d.args[0].value
+        if not isinstance(v, (ast.FloatLit, ast.IntLit)) or float(getattr(v, "text", getattr(v, "value", 0))) <= 0:
+            raise self.err("E2018", "a precision budget is a positive number", v.span)
+
+    def module_cycles(self) -> None:
+        state: dict[str, int] = {}
+
+        def visit(name: str, span: Span) -> None:
+            if state.get(name) == 1:
+                raise self.err("E2013", f"module {name} contains itself", span)
+            if state.get(name) == 2:
+                return
+            state[name] = 1
+            for mem in self.p.modules[name].members:
+                if isinstance(mem, ast.SubDef):
+                    visit(mem.module, mem.span)
+            state[name] = 2
+
+        for name, m in self.p.modules.items():
+            visit(name, m.span)
+
+
+def check_program(program: ast.Program) -> None:
+    """Raise the first SourceError (E2xxx) a program has without its sizes."""
+    _Checker(program).run()

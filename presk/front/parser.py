@@ -1,0 +1,351 @@
+"""Parsing PSK source into the AST, with lark (LALR) and located syntax errors (E1xxx)."""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+
+from lark import Lark, Token, Transformer, v_args
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+
+from presk.errors import SourceError, Span, source_error
+from presk.front import ast
+
+_OPEN = {"LPAR", "LSQB"}
+_CLOSE = {"RPAR", "RSQB"}
+
+
+class _NewlinePostLexer:
+    """Drop newlines inside ( ) and [ ], and merge runs of newlines into one."""
+
+    always_accept = ("_NL",)  # the contextual lexer must produce it everywhere, for us to drop
+
+    def process(self, stream):
+        depth = 0
+        last_nl = True  # no newline token at the very start
+        for tok in stream:
+            if tok.type in _OPEN:
+                depth += 1
+            elif tok.type in _CLOSE:
+                depth = max(0, depth - 1)
+            if tok.type == "_NL":
+                if depth > 0 or last_nl:
+                    continue
+                last_nl = True
+            else:
+                last_nl = False
+            yield tok
+
+
+@cache
+def _parser() -> Lark:
+    grammar = resources.files("presk.front").joinpath("psk.lark").read_text()
+    return Lark(
+        grammar,
+        parser="lalr",
+        postlex=_NewlinePostLexer(),
+        propagate_positions=True,
+        maybe_placeholders=True,
+    )
+
+
+_TOKEN_WORDS = {
+    "_NL": "a newline",
+    "$END": "the end of the file",
+    "NAME": "a name",
+    "INT": "a number",
+    "FLOAT": "a number",
+    "LPAR": "'('",
+    "RPAR": "')'",
+    "LSQB": "'['",
+    "RSQB": "']'",
+    "LBRACE": "'{'",
+    "RBRACE": "'}'",
+    "COMMA": "','",
+    "COLON": "':'",
+    "EQUAL": "'='",
+    "DOT": "'·'",
+    "ARROW": "'->'",
+}
+
+
+def _describe(tok: Token | None) -> str:
+    if tok is None or tok.type == "$END":
+        return "the end of the file"
+    if tok.type == "_NL":
+        return "the end of the line"
+    return repr(str(tok))
+
+
+def _expected(names) -> str:
+    words = sorted({_TOKEN_WORDS.get(n, repr(n.lower()) if n.isalpha() else n) for n in names})
+    if len(words) > 6:
+        return ""
+    return " (expected " + ", ".join(words) + ")"
+
+
+def _syntax_error(e: UnexpectedInput, file: str, text: str) -> SourceError:
+    if isinstance(e, UnexpectedCharacters):
+        ch = text[e.pos_in_stream] if e.pos_in_stream < len(text) else "?"
+        return source_error(SourceError, "E1001", f"unexpected character {ch!r}", file, text, e.line, e.column)
+    if isinstance(e, UnexpectedEOF):
+        lines = text.splitlines() or [""]
+        return source_error(
+            SourceError, "E1003", "unexpected end of the file", file, text, len(lines), len(lines[-1]) + 1
+        )
+    assert isinstance(e, UnexpectedToken)
+    tok = e.token
+    if tok.type == "$END":
+        lines = text.splitlines() or [""]
+        line, col = len(lines), len(lines[-1]) + 1
+        return source_error(
+            SourceError, "E1003", "unexpected end of the file" + _expected(e.expected), file, text, line, col
+        )
+    return source_error(
+        SourceError,
+        "E1002",
+        f"unexpected {_describe(tok)}" + _expected(e.expected),
+        file,
+        text,
+        tok.line,
+        tok.column,
+    )
+
+
+def parse(text: str, file: str) -> ast.Program:
+    """Parse a whole PSK program. Raises SourceError (E1xxx) on bad syntax."""
+    try:
+        tree = _parser().parse(text)
+    except UnexpectedInput as e:
+        raise _syntax_error(e, file, text) from None
+    return _Build(file, text).transform(tree)
+
+
+class _Build(Transformer):
+    """Lark's tree to presk's AST."""
+
+    def __init__(self, file: str, text: str):
+        super().__init__()
+        self.file = file
+        self.text = text
+
+    def _span(self, meta) -> Span:
+        return Span(self.file, getattr(meta, "line", 1), getattr(meta, "column", 1))
+
+    def _tspan(self, tok: Token) -> Span:
+        return Span(self.file, tok.line, tok.column)
+
+    def _err(self, code: str, message: str, span: Span) -> SourceError:
+        return source_error(SourceError, code, message, self.file, self.text, span.line, span.col)
+
+    # ---- program ----
+    def start(self, items):
+        prog = ast.Program(self.file, self.text)
+        for it in items:
+            if it is None:
+                continue
+            prog.items.append(it)
+            if isinstance(it, ast.DimDecl):
+                for n in it.names:
+                    prog.dims.append((n, it.span))
+            elif isinstance(it, ast.ModuleDef):
+                prog.modules.setdefault(it.name, it)
+            elif isinstance(it, (ast.FnDef, ast.FnAlias)):
+                prog.functions.setdefault(it.name, it)
+            elif isinstance(it, ast.PrecisionDecl):
+                if prog.precision is not None:
+                    raise self._err("E2002", "the program declares its precision twice", it.span)
+                prog.precision = it
+        return prog
+
+    @v_args(meta=True)
+    def dim_decl(self, meta, names):
+        return ast.DimDecl(self._span(meta), [str(n) for n in names])
+
+    @v_args(meta=True)
+    def precision_decl(self, meta, children):
+        kind, args = children
+        return ast.PrecisionDecl(self._span(meta), str(kind), args or [])
+
+    @v_args(meta=True)
+    def module_def(self, meta, children):
+        name, *rest = children
+        consts = []
+        if rest and isinstance(rest[0], list) and all(isinstance(c, str) for c in rest[0]):
+            consts = rest.pop(0)
+        return ast.ModuleDef(self._span(meta), str(name), consts, [m for m in rest if m is not None])
+
+    def const_names(self, names):
+        return [str(n) for n in names]
+
+    @v_args(meta=True)
+    def param_def(self, meta, children):
+        name, typ, init = children
+        return ast.ParamDef(self._span(meta), str(name), typ, init)
+
+    @v_args(meta=True)
+    def init(self, meta, children):
+        kind, args = children
+        return ast.Init(self._span(meta), str(kind), args or [])
+
+    @v_args(meta=True)
+    def sub_def(self, meta, children):
+        name, *rest = children
+        stack = None
+        if isinstance(rest[0], tuple) and rest[0][0] == "stack":
+            stack = rest.pop(0)[1]
+        module = str(rest[0])
+        const_args = rest[1] if len(rest) > 1 and rest[1] is not None else []
+        return ast.SubDef(self._span(meta), str(name), module, const_args, stack)
+
+    def stack_count(self, children):
+        return ("stack", children[0])
+
+    def const_args(self, children):
+        return list(children)
+
+    # ---- functions ----
+    @v_args(meta=True)
+    def fn_body(self, meta, children):
+        name, params, _arrow, ret, body = children
+        lets, result = body
+        return ast.FnDef(self._span(meta), str(name), params or [], ret, lets, result)
+
+    @v_args(meta=True)
+    def fn_alias(self, meta, children):
+        name, value = children
+        return ast.FnAlias(self._span(meta), str(name), value)
+
+    def fn_params(self, params):
+        return list(params)
+
+    @v_args(meta=True)
+    def fn_param(self, meta, children):
+        name, typ = children
+        return ast.FnParam(self._tspan(name), str(name), typ)
+
+    def body(self, children):
+        return list(children[:-1]), children[-1]
+
+    @v_args(meta=True)
+    def let_stmt(self, meta, children):
+        (names, is_tuple), value = children
+        return ast.Let(self._span(meta), names, is_tuple, value)
+
+    def bind_name(self, children):
+        return [str(children[0])], False
+
+    def bind_tuple(self, children):
+        return [str(c) for c in children], True
+
+    # ---- types ----
+    @v_args(meta=True)
+    def real_type(self, meta, children):
+        (axes,) = children
+        return ast.TensorTypeExpr(self._span(meta), "real", axes or [])
+
+    @v_args(meta=True)
+    def nat_type(self, meta, children):
+        bound, axes = children
+        if bound is not None and len(bound) != 1:
+            raise self._err("E2010", "nat{V} takes one bound", self._span(meta))
+        return ast.TensorTypeExpr(self._span(meta), "index", axes or [], bound[0] if bound else None)
+
+    @v_args(meta=True)
+    def bool_type(self, meta, children):
+        (axes,) = children
+        return ast.TensorTypeExpr(self._span(meta), "bool", axes)
+
+    @v_args(meta=True)
+    def tuple_type(self, meta, items):
+        return ast.TupleTypeExpr(self._span(meta), list(items))
+
+    @v_args(meta=True)
+    def record_type(self, meta, children):
+        fields = [(str(children[i]), children[i + 1]) for i in range(0, len(children), 2)]
+        return ast.RecordTypeExpr(self._span(meta), fields)
+
+    def axis_list(self, axes):
+        return list(axes)
+
+    @v_args(meta=True)
+    def named_axis(self, meta, children):
+        name, size = children
+        return ast.AxisExpr(self._tspan(name), str(name), size)
+
+    @v_args(meta=True)
+    def plain_axis(self, meta, children):
+        return ast.AxisExpr(self._span(meta), None, children[0])
+
+    # ---- expressions ----
+    @v_args(meta=True)
+    def binop(self, meta, children):
+        lhs, op, rhs = children
+        sym = {"−": "-", "×": "*", "÷": "/", "@": "·"}.get(str(op), str(op))
+        return ast.BinOp(self._tspan(op), sym, lhs, rhs)
+
+    @v_args(meta=True)
+    def neg(self, meta, children):
+        return ast.Neg(self._span(meta), children[1])
+
+    @v_args(meta=True)
+    def field(self, meta, children):
+        obj, name = children
+        return ast.Field(self._tspan(name), obj, str(name))
+
+    @v_args(meta=True)
+    def item(self, meta, children):
+        obj, idx = children
+        return ast.Item(self._tspan(idx), obj, int(idx))
+
+    @v_args(meta=True)
+    def call(self, meta, children):
+        fn, args = children
+        return ast.Call(self._span(meta), fn, args or [])
+
+    @v_args(meta=True)
+    def static(self, meta, children):
+        fn, args = children
+        return ast.Static(self._span(meta), fn, args)
+
+    def static_list(self, args):
+        return list(args)
+
+    @v_args(meta=True)
+    def static_axis(self, meta, children):
+        name, size = children
+        return ast.StaticAxis(self._tspan(name), str(name), size)
+
+    @v_args(meta=True)
+    def static_rename(self, meta, children):
+        src, _arrow, dst = children
+        return ast.StaticRename(self._span(meta), src, dst)
+
+    def int_lit(self, children):
+        tok = children[0]
+        return ast.IntLit(self._tspan(tok), int(tok))
+
+    def float_lit(self, children):
+        tok = children[0]
+        return ast.FloatLit(self._tspan(tok), str(tok))
+
+    def name(self, children):
+        tok = children[0]
+        return ast.Name(self._tspan(tok), str(tok))
+
+    @v_args(meta=True)
+    def tuple_lit(self, meta, children):
+        return ast.TupleLit(self._span(meta), [c for c in children if c is not None])
+
+    @v_args(meta=True)
+    def record_lit(self, meta, children):
+        fields = [(str(children[i]), children[i + 1]) for i in range(0, len(children), 2)]
+        return ast.RecordLit(self._span(meta), fields)
+
+    def arg_list(self, args):
+        return [a if isinstance(a, ast.Arg) else ast.Arg(a.span, None, a) for a in args]
+
+    @v_args(meta=True)
+    def kwarg(self, meta, children):
+        name, value = children
+        return ast.Arg(self._tspan(name), str(name), value)

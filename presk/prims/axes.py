@@ -1,0 +1,109 @@
+"""Primitives that move axes: heads, renames, broadcasting and its adjoint, masks.
+
+- `split_heads[H](x)`: [..., S, D] → [..., heads: H, S, hd: D/H], element
+  (…, h, s, e) being x[…, s, h·(D/H) + e]; `merge_heads(x)` is its inverse, ending in one
+  positional axis of size H·hd.
+- `rename[a → b, …](x)`: the same elements, axis a (a name or a position) now named b
+  (`_` for positional).
+- `broadcast_like(x, like)`: x repeated to like's axes; `sum_to(x, like)`: x summed
+  down to like's axes (broadcasting's adjoint), in increasing index order.
+- `causal_mask[i: n, j: n]`: the mask with mask[i, j] = (j ≤ i).
+"""
+
+from __future__ import annotations
+
+from presk.ir.types import Axis, TensorType
+from presk.prims.base import (
+    AxisSpec,
+    Number,
+    Prim,
+    Rename,
+    TypingError,
+    axis_position,
+    broadcast_axes,
+    check_unique_names,
+)
+
+
+def _split_bind(prim, statics, types) -> dict:
+    if len(statics) != 1 or not isinstance(statics[0], Number) or not statics[0].text.isdigit():
+        raise TypingError("split_heads[H] takes the number of heads")
+    return {"heads": int(statics[0].text)}
+
+
+def _split(types, attrs) -> TensorType:
+    x, h = types[0], attrs["heads"]
+    if x.rank < 2:
+        raise TypingError(f"split_heads needs [..., S, D], not {x.text()}")
+    d = x.axes[-1].size
+    if h <= 0 or d % h:
+        raise TypingError(f"split_heads[{h}] needs a last axis divisible by {h}, not {d}")
+    axes = x.axes[:-2] + (Axis("heads", h), x.axes[-2], Axis("hd", d // h))
+    return TensorType("real", check_unique_names(axes, "split_heads's result"))
+
+
+def _merge(types, attrs) -> TensorType:
+    x = types[0]
+    if x.rank < 3 or x.axes[-3].name != "heads" or x.axes[-1].name != "hd":
+        raise TypingError(f"merge_heads needs [..., heads: H, S, hd: E], not {x.text()}")
+    axes = x.axes[:-3] + (x.axes[-2], Axis(None, x.axes[-3].size * x.axes[-1].size))
+    return TensorType("real", axes)
+
+
+def _rename_bind(prim, statics, types) -> dict:
+    x = types[0]
+    names = list(x.names)
+    for s in statics:
+        if not isinstance(s, Rename):
+            raise TypingError("rename[a → b, ...] takes renames")
+        names[axis_position(x, s.src)] = s.dst
+    return {"names": ["" if n is None else n for n in names]}
+
+
+def _rename(types, attrs) -> TensorType:
+    x, names = types[0], attrs["names"]
+    if len(names) != x.rank:
+        raise TypingError(f"rename gives {len(names)} names to {x.text()}")
+    axes = tuple(Axis(n or None, a.size) for n, a in zip(names, x.axes, strict=True))
+    return x.with_axes(check_unique_names(axes, "rename's result"))
+
+
+def _broadcast_like(types, attrs) -> TensorType:
+    x, like = types
+    if broadcast_axes(x, like) != like.axes:
+        raise TypingError(f"{x.text()} does not broadcast to {like.text()}")
+    return TensorType("real", like.axes)
+
+
+def _sum_to(types, attrs) -> TensorType:
+    x, like = types
+    if broadcast_axes(like, x) != x.axes:
+        raise TypingError(f"{x.text()} does not sum down to {like.text()}")
+    return TensorType("real", like.axes)
+
+
+def _mask_bind(prim, statics, types) -> dict:
+    if len(statics) != 2 or not all(isinstance(s, AxisSpec) for s in statics):
+        raise TypingError("causal_mask[i: n, j: n] takes two named axes with their sizes")
+    (a, b) = statics
+    if a.name == b.name:
+        raise TypingError("causal_mask's two axes need different names")
+    return {"names": [a.name, b.name], "sizes": [a.size, b.size]}
+
+
+def _mask(types, attrs) -> TensorType:
+    axes = tuple(Axis(n, s) for n, s in zip(attrs["names"], attrs["sizes"], strict=True))
+    return TensorType("bool", axes)
+
+
+PRIMS = [
+    Prim("split_heads", "psk.split_heads", (1, 1), _split, bind=_split_bind,
+         attr_kinds={"heads": "i64"}),
+    Prim("merge_heads", "psk.merge_heads", (1, 1), _merge),
+    Prim("rename", "psk.rename", (1, 1), _rename, bind=_rename_bind, attr_kinds={"names": "strs"},
+         kinds=("any",)),
+    Prim("broadcast_like", "psk.broadcast_like", (2, 2), _broadcast_like, kinds=("real", "any")),
+    Prim("sum_to", "psk.sum_to", (2, 2), _sum_to, kinds=("real", "any")),
+    Prim("causal_mask", "psk.causal_mask", (0, 0), _mask, bind=_mask_bind,
+         attr_kinds={"names": "strs", "sizes": "i64s"}),
+]

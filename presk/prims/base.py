@@ -1,0 +1,166 @@
+"""What every primitive shares: its record, typing errors, broadcasting, axis lookup.
+
+A primitive is known by its language name (`softmax`) and its PSK-Core op
+(`psk.softmax`). Its typing rule has two halves:
+
+- `bind(statics, operand_types) -> attrs`: the front end's static arguments (the part
+  in brackets: axis names or positions, axis specs, renames, numbers) resolved against
+  the operand types into the op's attributes (axis positions, names, strings);
+- `infer(operand_types, attrs) -> result type`: what the op computes, given its
+  attributes. `psk-verify` runs `infer` on every op and compares.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from presk.ir.types import Axis, TensorType
+
+
+class TypingError(Exception):
+    """A typing rule refused its operands; the caller locates the message."""
+
+
+@dataclass(frozen=True)
+class AxisSpec:
+    """`name: size` inside brackets, as `causal_mask[seq: T, seq2: T]` gives it."""
+
+    name: str
+    size: int
+
+
+@dataclass(frozen=True)
+class Rename:
+    """`src → dst` inside brackets: an axis (name or position) and its new name."""
+
+    src: str | int
+    dst: str | None
+
+
+@dataclass(frozen=True)
+class Number:
+    """A number inside brackets, kept as its text so no precision is lost."""
+
+    text: str
+
+    @property
+    def value(self) -> float:
+        return float(self.text)
+
+
+Static = str | int | AxisSpec | Rename | Number
+Attrs = dict[str, object]
+
+
+def _no_statics(prim: Prim, statics: list[Static], types: list[TensorType]) -> Attrs:
+    if statics:
+        raise TypingError(f"{prim.name} takes no arguments in brackets")
+    return {}
+
+
+@dataclass(frozen=True)
+class Prim:
+    name: str  # the language's name
+    op: str  # the PSK-Core op
+    arity: tuple[int, int]  # fewest and most value operands
+    infer: Callable[[list[TensorType], Attrs], TensorType]
+    bind: Callable[[Prim, list[Static], list[TensorType]], Attrs] = _no_statics
+    # MLIR attribute name -> kind: "i64", "i64s" (dense array), "str", "strs"
+    attr_kinds: dict[str, str] = field(default_factory=dict)
+    kinds: tuple[str, ...] = ("real",)  # operand kinds, the last repeated
+    elementwise: bool = False  # lifts over records, tuples and stacks leaf by leaf
+    doc: str = ""
+
+    def operand_kind(self, i: int) -> str:
+        return self.kinds[min(i, len(self.kinds) - 1)]
+
+    def check_operands(self, types: list[TensorType]) -> None:
+        lo, hi = self.arity
+        if not lo <= len(types) <= hi:
+            want = str(lo) if lo == hi else f"{lo} to {hi}"
+            raise TypingError(f"{self.name} takes {want} operands, not {len(types)}")
+        for i, t in enumerate(types):
+            want = self.operand_kind(i)
+            if want != "any" and t.kind != want:
+                raise TypingError(
+                    f"operand {i + 1} of {self.name} must be {_KIND_WORD[want]}, not {t.text()}"
+                )
+
+    def type_of(self, statics: list[Static], types: list[TensorType]) -> tuple[Attrs, TensorType]:
+        """The attributes and result type of applying this primitive (front end)."""
+        self.check_operands(types)
+        attrs = self.bind(self, statics, types)
+        return attrs, self.infer(types, attrs)
+
+
+_KIND_WORD = {"real": "a real tensor", "index": "an index (nat) tensor", "bool": "a mask"}
+
+
+def broadcast_axes(a: TensorType, b: TensorType) -> tuple[Axis, ...]:
+    """The axes of an elementwise result of `a` and `b`.
+
+    Trailing positions align when every aligned pair of axes has the same name (both
+    unnamed counts) and size; the shorter operand then repeats over the leading axes of
+    the longer. Otherwise the operand with fewer axes must have every axis named, each
+    present in the other with the same size: it repeats by name, and the result has the
+    other's order.
+    """
+    n = min(a.rank, b.rank)
+    ta, tb = a.axes[a.rank - n :], b.axes[b.rank - n :]
+    if all(x.name == y.name for x, y in zip(ta, tb, strict=True)):
+        for x, y in zip(ta, tb, strict=True):
+            if x.size != y.size:
+                what = f"axis {x.name}" if x.name else "a trailing positional axis"
+                raise TypingError(
+                    f"{what} has size {x.size} in {a.text()} and {y.size} in {b.text()}"
+                )
+        return (a if a.rank >= b.rank else b).axes
+    big, small = (a, b) if a.rank >= b.rank else (b, a)
+    big_axes = {x.name: x for x in big.axes if x.name}
+    if all(x.name in big_axes for x in small.axes):
+        for x in small.axes:
+            if big_axes[x.name].size != x.size:
+                raise TypingError(
+                    f"axis {x.name} has size {x.size} in {small.text()} "
+                    f"and {big_axes[x.name].size} in {big.text()}"
+                )
+        return big.axes
+    raise TypingError(
+        f"cannot broadcast {a.text()} with {b.text()}: trailing axes differ in name, "
+        "and not every axis of the smaller one is a named axis of the other"
+    )
+
+
+def axis_position(t: TensorType, ref: str | int, what: str = "axis") -> int:
+    """The position of an axis given by name or by position (negative from the end)."""
+    if isinstance(ref, str):
+        for i, a in enumerate(t.axes):
+            if a.name == ref:
+                return i
+        raise TypingError(f"{t.text()} has no axis named {ref}")
+    pos = ref + t.rank if ref < 0 else ref
+    if not 0 <= pos < t.rank:
+        raise TypingError(f"{t.text()} has no {what} at position {ref}")
+    return pos
+
+
+def one_axis(prim: Prim, statics: list[Static], types: list[TensorType]) -> Attrs:
+    """Bind `prim[axis]` (a name or a position) on the first operand."""
+    if len(statics) != 1 or not isinstance(statics[0], (str, int)):
+        raise TypingError(f"{prim.name}[axis] takes one axis, by name or by position")
+    return {"axis": axis_position(types[0], statics[0])}
+
+
+def without(t: TensorType, positions, kind: str | None = None) -> TensorType:
+    drop = set(positions)
+    axes = tuple(a for i, a in enumerate(t.axes) if i not in drop)
+    return TensorType(kind or t.kind, axes)
+
+
+def check_unique_names(axes, context: str) -> tuple[Axis, ...]:
+    names = [a.name for a in axes if a.name]
+    for n in names:
+        if names.count(n) > 1:
+            raise TypingError(f"{context} would have the axis {n} twice")
+    return tuple(axes)

@@ -1,0 +1,74 @@
+"""Contractions: `dot` (also `·`), `matmul` and `ein`.
+
+- `a · b` sums a's last axis against b's first: axes a[:-1] + b[1:].
+- `matmul(a, b)` is [..., I, K] × [..., K, J] → [..., I, J], the leading axes equal.
+- `ein[out…](a, b)` matches axes by name: a name in both operands and in `out` is a
+  batch axis, a name in both and not in `out` is summed, a name in one operand must be
+  in `out`. The result has the axes `out` lists, in that order.
+Every sum runs over the contracted index in increasing order.
+"""
+
+from __future__ import annotations
+
+from presk.ir.types import Axis, TensorType
+from presk.prims.base import Prim, TypingError, check_unique_names
+
+
+def _dot(types, attrs) -> TensorType:
+    a, b = types
+    if a.rank == 0 or b.rank == 0:
+        raise TypingError(f"dot needs an axis on each side, not {a.text()} · {b.text()}")
+    if a.axes[-1].size != b.axes[0].size:
+        raise TypingError(
+            f"dot sums {a.text()}'s last axis ({a.axes[-1].size}) against "
+            f"{b.text()}'s first ({b.axes[0].size})"
+        )
+    return TensorType("real", check_unique_names(a.axes[:-1] + b.axes[1:], "the dot's result"))
+
+
+def _matmul(types, attrs) -> TensorType:
+    a, b = types
+    if a.rank < 2 or b.rank < 2:
+        raise TypingError(f"matmul needs two axes on each side, not {a.text()} and {b.text()}")
+    if a.axes[:-2] != b.axes[:-2]:
+        raise TypingError(f"matmul's leading axes differ: {a.text()} and {b.text()}")
+    if a.axes[-1].size != b.axes[-2].size:
+        raise TypingError(f"matmul's inner sizes differ: {a.text()} and {b.text()}")
+    axes = a.axes[:-2] + (a.axes[-2], b.axes[-1])
+    return TensorType("real", check_unique_names(axes, "the matmul's result"))
+
+
+def _ein_bind(prim, statics, types) -> dict:
+    if not statics or not all(isinstance(s, str) for s in statics):
+        raise TypingError("ein[...] lists the output's axes by name")
+    return {"axes": list(statics)}
+
+
+def _ein(types, attrs) -> TensorType:
+    a, b = types
+    out = list(attrs["axes"])
+    for t in (a, b):
+        if any(x.name is None for x in t.axes):
+            raise TypingError(f"ein matches axes by name, and {t.text()} has a positional axis")
+    sizes: dict[str, int] = {}
+    for t in (a, b):
+        for x in t.axes:
+            if sizes.setdefault(x.name, x.size) != x.size:
+                raise TypingError(f"axis {x.name} has two sizes in ein: {a.text()} and {b.text()}")
+    if len(set(out)) != len(out):
+        raise TypingError(f"ein[{', '.join(out)}] names an axis twice")
+    for n in out:
+        if n not in sizes:
+            raise TypingError(f"ein's output axis {n} is in neither {a.text()} nor {b.text()}")
+    in_a, in_b = set(a.names), set(b.names)
+    for n in sizes:
+        if n not in out and not (n in in_a and n in in_b):
+            raise TypingError(f"axis {n} is in one operand only, so ein must keep it in its output")
+    return TensorType("real", tuple(Axis(n, sizes[n]) for n in out))
+
+
+PRIMS = [
+    Prim("dot", "psk.dot", (2, 2), _dot),
+    Prim("matmul", "psk.matmul", (2, 2), _matmul),
+    Prim("ein", "psk.ein", (2, 2), _ein, bind=_ein_bind, attr_kinds={"axes": "strs"}),
+]
