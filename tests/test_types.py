@@ -10,9 +10,9 @@ from presk.ir.types import (
     TensorType,
     TupleType,
     leaves,
+    parse_mlir_type,
     stacked,
     unstacked,
-    parse_mlir_type,
 )
 
 X = TensorType("real", (Axis("batch", 4), Axis(None, 3)))

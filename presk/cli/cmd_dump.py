@@ -15,9 +15,15 @@ STAGES = ("ast", "core")
 
 def configure(p) -> None:
     add_program_args(p, entry_required=False)
-    p.add_argument("--stage", choices=STAGES, default="core", help="the stage to show (default core)")
-    p.add_argument("--format", choices=("text", "mlir"), default="text",
-                   help="readable text, or the MLIR module presk-opt reads (core only)")
+    p.add_argument(
+        "--stage", choices=STAGES, default="core", help="the stage to show (default core)"
+    )
+    p.add_argument(
+        "--format",
+        choices=("text", "mlir"),
+        default="text",
+        help="readable text, or the MLIR module presk-opt reads (core only)",
+    )
 
 
 def run(args) -> int:

@@ -13,11 +13,19 @@ from presk.ir.context import new_context
 
 def add_program_args(p, entry_required: bool = True) -> None:
     p.add_argument("file", help="the .psk program")
-    p.add_argument("--entry", required=entry_required, metavar="E",
-                   help="the function to run: fn, Module.fn or 'Module{c1, c2}.fn'")
+    p.add_argument(
+        "--entry",
+        required=entry_required,
+        metavar="E",
+        help="the function to run: fn, Module.fn or 'Module{c1, c2}.fn'",
+    )
     p.add_argument("--dim", action="append", metavar="NAME=N", help="bind a dim (repeatable)")
-    p.add_argument("--const", action="append", metavar="NAME=N",
-                   help="bind a const of the entry's module (repeatable)")
+    p.add_argument(
+        "--const",
+        action="append",
+        metavar="NAME=N",
+        help="bind a const of the entry's module (repeatable)",
+    )
 
 
 def read_program(path: str) -> ast.Program:

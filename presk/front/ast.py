@@ -187,6 +187,7 @@ class SubDef(Node):
     module: str
     const_args: list[Expr]
     stack: Expr | None  # `stack{L} Block{...}`: the number of layers
+    module_span: Span | None = None  # where the module's name is written
 
 
 @dataclass
@@ -205,6 +206,7 @@ class ModuleDef(Node):
 @dataclass
 class DimDecl(Node):
     names: list[str]
+    spans: list[Span] = field(default_factory=list)  # where each name is written
 
 
 @dataclass

@@ -11,9 +11,28 @@ from dataclasses import dataclass
 
 from presk.errors import BindingError
 from presk.front import ast
+from presk.prims.base import counted
 
-_ENTRY = re.compile(r"^\s*(?P<mod>[^\W\d]\w*)\s*(?:\{(?P<consts>[^{}]*)\})?\s*\.\s*(?P<fn>[^\W\d]\w*)\s*$")
+_ENTRY = re.compile(
+    r"^\s*(?P<mod>[^\W\d]\w*)\s*(?:\{(?P<consts>[^{}]*)\})?\s*\.\s*(?P<fn>[^\W\d]\w*)\s*$"
+)
 _FN = re.compile(r"^\s*(?P<fn>[^\W\d]\w*)\s*$")
+MAX_SIZE = 2**63 - 1  # MLIR holds sizes as 64-bit integers
+
+
+def positive_size(text: str) -> int | None:
+    """`text` as a size: a positive whole number in decimal digits, below 2^63; else None."""
+    if not re.fullmatch(r"[0-9]+", text):
+        return None
+    n = int(text)
+    return n if 0 < n <= MAX_SIZE else None
+
+
+def _not_a_size(text: str) -> str:
+    """Why `text` is no size, for a message."""
+    if re.fullmatch(r"[0-9]+", text) and int(text) > 0:
+        return "is too large (sizes are below 2^63)"
+    return "is not a positive whole number"
 
 
 @dataclass(frozen=True)
@@ -54,11 +73,14 @@ def parse_assignments(items: list[str] | None, flag: str, code: str) -> dict[str
         name, value = name.strip(), value.strip()
         if not eq or not name:
             raise BindingError(f"{flag} {item!r} is not NAME=VALUE", code=code)
-        if not value.isdigit() or int(value) <= 0:
-            raise BindingError(f"{flag} {name}={value}: the value must be a positive whole number", code="E3005")
-        if name in out and out[name] != int(value):
+        n = positive_size(value)
+        if n is None:
+            raise BindingError(
+                f"{flag} {name}={value}: the value {_not_a_size(value)}", code="E3005"
+            )
+        if name in out and out[name] != n:
             raise BindingError(f"{flag} {name} is given twice", code=code)
-        out[name] = int(value)
+        out[name] = n
     return out
 
 
@@ -67,22 +89,30 @@ def check_dims(program: ast.Program, dims: dict[str, int]) -> None:
     for name in dims:
         if name not in declared:
             known = ", ".join(sorted(declared)) or "none"
-            raise BindingError(f"--dim {name}: the program declares no dim {name} (dims: {known})", code="E3004")
+            raise BindingError(
+                f"--dim {name}: the program declares no dim {name} (dims: {known})", code="E3004"
+            )
 
 
-def resolve_entry(program: ast.Program, entry: Entry) -> Entry:
-    """A bare function name that is no top-level function names the one module that has it."""
+def resolve_entry(program: ast.Program, entry: Entry, consts: dict[str, int]) -> Entry:
+    """A bare function name that is no top-level function names the module that has it:
+    the only one, or the only one whose consts are exactly those `--const` binds."""
     if entry.module is not None or entry.function in program.functions:
         return entry
     owners = [
-        m.name for m in program.modules.values()
+        m.name
+        for m in program.modules.values()
         if isinstance(m.member(entry.function), (ast.FnDef, ast.FnAlias))
     ]
+    if len(owners) > 1:
+        exact = [o for o in owners if set(program.modules[o].consts) == set(consts)]
+        owners = exact or owners
     if len(owners) == 1:
         return Entry(owners[0], None, entry.function)
     if len(owners) > 1:
         raise BindingError(
-            f"entry '{entry}' is in several modules ({', '.join(owners)}): write Module.{entry.function}",
+            f"entry '{entry}' is in several modules ({', '.join(owners)}): "
+            f"write Module.{entry.function}",
             code="E3001",
         )
     raise _unknown_entry(program, str(entry))
@@ -94,7 +124,9 @@ def entry_consts(program: ast.Program, entry: Entry, consts: dict[str, int]) -> 
         if entry.function not in program.functions:
             raise _unknown_entry(program, str(entry))
         if consts:
-            raise BindingError(f"--const {next(iter(consts))}: entry {entry} is not in a module", code="E3007")
+            raise BindingError(
+                f"--const {next(iter(consts))}: entry {entry} is not in a module", code="E3007"
+            )
         return {}
     mod = program.modules.get(entry.module)
     if mod is None:
@@ -105,41 +137,54 @@ def entry_consts(program: ast.Program, entry: Entry, consts: dict[str, int]) -> 
     for name in consts:
         if name not in mod.consts:
             known = ", ".join(mod.consts) or "none"
-            raise BindingError(f"--const {name}: module {mod.name} has no const {name} (consts: {known})", code="E3007")
+            raise BindingError(
+                f"--const {name}: module {mod.name} has no const {name} (consts: {known})",
+                code="E3007",
+            )
     values: dict[str, int] = {}
     if entry.const_args is not None:
         if len(entry.const_args) != len(mod.consts):
             raise BindingError(
-                f"{mod.name} takes {len(mod.consts)} consts ({', '.join(mod.consts)}), "
+                f"{mod.name} takes {counted(len(mod.consts), 'const')} "
+                f"({', '.join(mod.consts) or 'none'}), "
                 f"entry {entry} gives {len(entry.const_args)}",
                 code="E3009",
             )
         for name, text in zip(mod.consts, entry.const_args, strict=True):
-            if text.isdigit() and int(text) > 0:
-                values[name] = int(text)
-            elif text in consts:
+            if text in consts:
                 values[name] = consts[text]
-            else:
+            elif text in mod.consts:
                 raise BindingError(
-                    f"const {name} of entry {entry} is '{text}': give a positive whole number, "
-                    f"or bind {text} with --const {text}=N",
-                    code="E3006",
+                    f"entry {entry} needs const {text} (give --const {text}=N)", code="E3006"
                 )
+            elif positive_size(text) is not None:
+                values[name] = positive_size(text)
+            else:
+                why = f"is no const of {mod.name}" if text.isidentifier() else _not_a_size(text)
+                raise BindingError(f"const {name} of entry {entry}: '{text}' {why}", code="E3005")
     for name in mod.consts:
         if name not in values:
             if name not in consts:
-                raise BindingError(f"entry {entry} needs const {name} (give --const {name}=N)", code="E3006")
+                raise BindingError(
+                    f"entry {entry} needs const {name} (give --const {name}=N)", code="E3006"
+                )
             values[name] = consts[name]
     return values
 
 
 def _unknown_entry(program: ast.Program, text: str) -> BindingError:
-    return BindingError(f"no entry '{text}' (entries: {', '.join(available_entries(program))})", code="E3001")
+    return BindingError(
+        f"no entry '{text}' (entries: {', '.join(available_entries(program))})", code="E3001"
+    )
 
 
 def available_entries(program: ast.Program) -> list[str]:
     out = list(program.functions)
     for mod in program.modules.values():
         consts = "{" + ", ".join(mod.consts) + "}" if mod.consts else ""
-        out += [f"{mod.name}{consts}.{m.name}" for m in mod.members if isinstance(m, (ast.FnDef, ast.FnAlias))]
+        out += [
+            f"{mod.name}{consts}.{m.name}"
+            for m in mod.members
+            if isinstance(m, (ast.FnDef, ast.FnAlias))
+        ]
     return out

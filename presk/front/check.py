@@ -11,6 +11,7 @@ from presk.errors import SourceError, Span, source_error
 from presk.front import ast
 from presk.front.elaborate import INIT_KINDS, SPECIAL_FORMS
 from presk.prims import by_name
+from presk.prims.base import counted
 
 _HIDDEN_PRIMS = ("const", "to_real", "reduce_max", "gt")
 
@@ -38,14 +39,19 @@ class _Checker:
         for item in self.p.items:
             names = []
             if isinstance(item, ast.DimDecl):
-                names = [(n, "dim") for n in item.names]
+                names = [(n, "dim", s) for n, s in zip(item.names, item.spans, strict=True)]
             elif isinstance(item, ast.ModuleDef):
-                names = [(item.name, "module")]
+                names = [(item.name, "module", item.span)]
             elif isinstance(item, (ast.FnDef, ast.FnAlias)):
-                names = [(item.name, "function")]
-            for n, what in names:
+                names = [(item.name, "function", item.span)]
+            for n, what, span in names:
                 if n in seen:
-                    raise self.err("E2002", f"{n} is defined twice (as a {seen[n]} and as a {what})", item.span)
+                    twice = (
+                        f"{what} {n} is defined twice"
+                        if seen[n] == what
+                        else f"{n} is defined twice (as a {seen[n]} and as a {what})"
+                    )
+                    raise self.err("E2002", twice, span)
                 seen[n] = what
 
     def module(self, m: ast.ModuleDef) -> None:
@@ -62,20 +68,22 @@ class _Checker:
             if isinstance(mem, ast.SubDef):
                 target = self.p.modules.get(mem.module)
                 if target is None:
-                    raise self.err("E2001", f"unknown module {mem.module}", mem.span)
+                    raise self.err("E2001", f"unknown module {mem.module}", mem.module_span)
                 if len(mem.const_args) != len(target.consts):
                     raise self.err(
                         "E2009",
-                        f"{target.name} takes {len(target.consts)} consts "
+                        f"{target.name} takes {counted(len(target.consts), 'const')} "
                         f"({', '.join(target.consts) or 'none'}), not {len(mem.const_args)}",
-                        mem.span,
+                        mem.module_span,
                     )
                 for e in mem.const_args + ([mem.stack] if mem.stack is not None else []):
                     self.size_names(e, consts)
             elif isinstance(mem, ast.ParamDef):
                 if mem.init.kind not in INIT_KINDS:
                     raise self.err(
-                        "E2017", f"unknown initializer {mem.init.kind} (zeros, ones, normal, uniform)", mem.init.span
+                        "E2017",
+                        f"unknown initializer {mem.init.kind} (zeros, ones, normal, uniform)",
+                        mem.init.span,
                     )
                 self.type_names(mem.type, consts)
         for mem in m.members:
@@ -165,8 +173,17 @@ class _Checker:
             head = self.expr(e.fn, scope, m)
             for a in e.args:
                 if a.name is not None:
-                    raise self.err("E2003", f"keyword arguments are for initializers, not calls ({a.name}=)", a.span)
-                if isinstance(head, str) and head == "prim" and isinstance(e.fn, ast.Name) and e.fn.id in SPECIAL_FORMS:
+                    raise self.err(
+                        "E2003",
+                        f"keyword arguments are for initializers, not calls ({a.name}=)",
+                        a.span,
+                    )
+                if (
+                    isinstance(head, str)
+                    and head == "prim"
+                    and isinstance(e.fn, ast.Name)
+                    and e.fn.id in SPECIAL_FORMS
+                ):
                     continue
                 self.expr(a.value, scope, m)
             self.arity(e, head)
@@ -192,7 +209,11 @@ class _Checker:
         n = len(call.args)
         if head == "prim" and isinstance(call.fn, ast.Name):
             name, has_statics = call.fn.id, False
-        elif isinstance(head, tuple) and isinstance(call.fn, ast.Static) and isinstance(call.fn.fn, ast.Name):
+        elif (
+            isinstance(head, tuple)
+            and isinstance(call.fn, ast.Static)
+            and isinstance(call.fn.fn, ast.Name)
+        ):
             name, has_statics = call.fn.fn.id, True
         else:
             return
@@ -203,8 +224,8 @@ class _Checker:
         else:
             want = by_name(name).arity
         if not want[0] <= n <= want[1]:
-            count = str(want[0]) if want[0] == want[1] else f"{want[0]} or {want[1]}"
-            raise self.err("E2003", f"{name} takes {count} operands, not {n}", call.span)
+            count = counted(want[0], "operand", want[1])
+            raise self.err("E2003", f"{name} takes {count}, not {n}", call.span)
 
     def special(self, call: ast.Call, scope, m) -> None:
         if call.fn.id == "grad":
@@ -219,16 +240,33 @@ class _Checker:
         if isinstance(f, ast.Field) and isinstance(f.obj, ast.Name) and m is not None:
             sub = m.member(f.obj.id)
             ok = isinstance(sub, ast.SubDef) and sub.stack is not None
-            if ok and not isinstance(self.p.modules[sub.module].member(f.name), (ast.FnDef, ast.FnAlias)):
+            if ok and not isinstance(
+                self.p.modules[sub.module].member(f.name), (ast.FnDef, ast.FnAlias)
+            ):
                 raise self.err("E2016", f"module {sub.module} has no function {f.name}", f.span)
         if not ok:
-            raise self.err("E2012", "fold's first argument is a function of a stacked submodule (blocks.apply)", f.span)
+            raise self.err(
+                "E2012",
+                "fold's first argument is a function of a stacked submodule (blocks.apply)",
+                f.span,
+            )
 
     def precision(self, d: ast.PrecisionDecl) -> None:
-        if d.kind != "budget" or len(d.args) != 1 or d.args[0].name not in ("rel_error", "abs_error"):
-            raise self.err("E2018", "precision is written budget(rel_error = ε) or budget(abs_error = ε)", d.span)
+        if (
+            d.kind != "budget"
+            or len(d.args) != 1
+            or d.args[0].name not in ("rel_error", "abs_error")
+        ):
+            raise self.err(
+                "E2018",
+                "precision is written budget(rel_error = ε) or budget(abs_error = ε)",
+                d.span,
+            )
         v = d.args[0].value
-        if not isinstance(v, (ast.FloatLit, ast.IntLit)) or float(getattr(v, "text", getattr(v, "value", 0))) <= 0:
+        if (
+            not isinstance(v, (ast.FloatLit, ast.IntLit))
+            or float(getattr(v, "text", getattr(v, "value", 0))) <= 0
+        ):
             raise self.err("E2018", "a precision budget is a positive number", v.span)
 
     def module_cycles(self) -> None:
@@ -242,7 +280,7 @@ class _Checker:
             state[name] = 1
             for mem in self.p.modules[name].members:
                 if isinstance(mem, ast.SubDef):
-                    visit(mem.module, mem.span)
+                    visit(mem.module, mem.module_span)
             state[name] = 2
 
         for name, m in self.p.modules.items():

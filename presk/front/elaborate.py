@@ -20,9 +20,8 @@ from mlir.dialects import func
 
 from presk.errors import BindingError, SourceError, Span, source_error
 from presk.front import ast
-from presk.front.bindings import Entry, check_dims, entry_consts, resolve_entry
+from presk.front.bindings import MAX_SIZE, Entry, check_dims, entry_consts, resolve_entry
 from presk.ir.types import (
-    INDEX_SCALAR,
     REAL_SCALAR,
     Axis,
     PskType,
@@ -30,16 +29,15 @@ from presk.ir.types import (
     TensorType,
     TupleType,
     stacked,
-    unstacked,
 )
 from presk.prims import by_name, mlir_attrs
-from presk.prims.base import AxisSpec, Number, Rename, TypingError
+from presk.prims.base import AxisSpec, Number, Rename, TypingError, counted
 
 # Names the language gives meaning to beyond the primitives' table.
 SPECIAL_FORMS = ("fold", "grad")
 # Language spellings that pick a primitive by what they are given.
 _REDUCING = {"max": "reduce_max"}
-_BINOPS = {"+": "add", "-": "sub", "*": "mul", "/": "div", "·": "dot"}
+_BINOPS = {"+": "add", "-": "sub", "*": "mul", "/": "div"}
 _NUMBER_STATICS = {"split_heads", "dropout"}  # their bracket arguments are numbers
 INIT_KINDS = {"zeros": (), "ones": (), "normal": ("scale",), "uniform": ("scale",)}
 
@@ -141,7 +139,9 @@ class Elaborator:
 
     # ---- errors and locations ----
     def error(self, code: str, message: str, span: Span) -> SourceError:
-        return source_error(SourceError, code, message, span.file, self.program.text, span.line, span.col)
+        return source_error(
+            SourceError, code, message, span.file, self.program.text, span.line, span.col
+        )
 
     def location(self, span: Span) -> ir.Location:
         return ir.Location.file(span.file, span.line, span.col, context=self.ctx)
@@ -154,7 +154,14 @@ class Elaborator:
 
     # ---- sizes and types ----
     def size(self, e: ast.Expr, consts: dict[str, int]) -> int:
-        """A size expression: whole numbers, consts and dims with + - * /."""
+        """A size expression: whole numbers, consts and dims with + - * /, each part a
+        64-bit integer (as MLIR holds sizes)."""
+        n = self._size(e, consts)
+        if abs(n) > MAX_SIZE:
+            raise self.error("E2010", f"the size {n} is too large (sizes are below 2^63)", e.span)
+        return n
+
+    def _size(self, e: ast.Expr, consts: dict[str, int]) -> int:
         if isinstance(e, ast.IntLit):
             return e.value
         if isinstance(e, ast.Name):
@@ -196,11 +203,9 @@ class Elaborator:
                 name = a.name
                 if name is None and isinstance(a.size, ast.Name) and a.size.id not in consts:
                     name = a.size.id  # a dim used as an axis names it
+                if name is not None and any(b.name == name for b in axes):
+                    raise self.error("E2004", f"axis {name} appears twice in one type", a.span)
                 axes.append(Axis(name, size))
-            names = [a.name for a in axes if a.name]
-            for n in names:
-                if names.count(n) > 1:
-                    raise self.error("E2004", f"axis {n} appears twice in one type", t.span)
             return TensorType(t.kind, tuple(axes))
         if isinstance(t, ast.TupleTypeExpr):
             return TupleType(tuple(self.type(i, consts) for i in t.items))
@@ -223,13 +228,17 @@ class Elaborator:
                 if isinstance(m, ast.ParamDef):
                     t = self.type(m.type, consts)
                     if not isinstance(t, TensorType) or t.kind != "real":
-                        raise self.error("E2006", f"param {m.name} must be a real tensor", m.type.span)
+                        raise self.error(
+                            "E2006", f"param {m.name} must be a real tensor", m.type.span
+                        )
                     fields.append((m.name, t))
                 elif isinstance(m, ast.SubDef):
                     sub = self.sub_instance(m, consts)
                     count = self.size(m.stack, consts) if m.stack is not None else None
                     if count is not None and count <= 0:
-                        raise self.error("E2010", f"a stack needs at least one layer, not {count}", m.stack.span)
+                        raise self.error(
+                            "E2010", f"a stack needs at least one layer, not {count}", m.stack.span
+                        )
                     inst.subs[m.name] = (sub, count)
                     if count is None:
                         fields.append((m.name, sub.params))
@@ -238,7 +247,9 @@ class Elaborator:
                             fields.append((m.name, stacked(sub.params, count)))
                         except TypeError:
                             raise self.error(
-                                "E2012", f"module {sub.defn.name} holds a stack, so it cannot be stacked", m.span
+                                "E2012",
+                                f"module {sub.defn.name} holds a stack, so it cannot be stacked",
+                                m.span,
                             ) from None
             inst.params = RecordType(tuple(fields))
         finally:
@@ -249,21 +260,24 @@ class Elaborator:
     def sub_instance(self, m: ast.SubDef, consts: dict[str, int]) -> ModInst:
         defn = self.program.modules.get(m.module)
         if defn is None:
-            raise self.error("E2001", f"unknown module {m.module}", m.span)
+            raise self.error("E2001", f"unknown module {m.module}", m.module_span)
         if len(m.const_args) != len(defn.consts):
             raise self.error(
                 "E2009",
-                f"{defn.name} takes {len(defn.consts)} consts ({', '.join(defn.consts)}), "
+                f"{defn.name} takes {counted(len(defn.consts), 'const')} "
+                f"({', '.join(defn.consts) or 'none'}), "
                 f"not {len(m.const_args)}",
-                m.span,
+                m.module_span,
             )
         values = {}
         for name, e in zip(defn.consts, m.const_args, strict=True):
             v = self.size(e, consts)
             if v <= 0:
-                raise self.error("E2010", f"const {name} of {defn.name} must be positive, not {v}", e.span)
+                raise self.error(
+                    "E2010", f"const {name} of {defn.name} must be positive, not {v}", e.span
+                )
             values[name] = v
-        return self.instance(defn, values, m.span)
+        return self.instance(defn, values, m.module_span)
 
     # ---- functions ----
     def site_prefix(self, ref: FnRef) -> str:
@@ -275,7 +289,9 @@ class Elaborator:
         if key in self.signatures:
             return self.signatures[key]
         if key in self.building:
-            raise self.error("E2013", f"{self.site_prefix(ref)} calls itself (PSK has no recursion)", span)
+            raise self.error(
+                "E2013", f"{self.site_prefix(ref)} calls itself (PSK has no recursion)", span
+            )
         base = f"{ref.inst.key}.{ref.fn.name}" if ref.inst else ref.fn.name
         symbol, n = base, 2
         while symbol in self.symbols:
@@ -308,7 +324,9 @@ class Elaborator:
         builder = FunctionBuilder(self, ref, "", [], fn.span, probe=True)
         target = builder.expr(fn.value)
         if not isinstance(target, (GradRef, VjpRef)):
-            raise self.error("E2014", "fn name = ... defines a function from grad(f) or f.vjp", fn.value.span)
+            raise self.error(
+                "E2014", "fn name = ... defines a function from grad(f) or f.vjp", fn.value.span
+            )
         return target
 
     # ---- the entry ----
@@ -319,7 +337,9 @@ class Elaborator:
         inst = self.instance(defn, consts, defn.span)
         return FnRef(inst, defn.member(entry.function), None)
 
-    def param_inits(self, inst: ModInst, prefix: str = "", stack: tuple[int, ...] = ()) -> list[dict]:
+    def param_inits(
+        self, inst: ModInst, prefix: str = "", stack: tuple[int, ...] = ()
+    ) -> list[dict]:
         """Each parameter leaf's path, initializer and arguments, in declaration order."""
         out = []
         for m in inst.defn.members:
@@ -334,7 +354,11 @@ class Elaborator:
     def init_spec(self, p: ast.ParamDef, consts: dict[str, int]) -> dict:
         init = p.init
         if init.kind not in INIT_KINDS:
-            raise self.error("E2017", f"unknown initializer {init.kind} (zeros, ones, normal, uniform)", init.span)
+            raise self.error(
+                "E2017",
+                f"unknown initializer {init.kind} (zeros, ones, normal, uniform)",
+                init.span,
+            )
         allowed = INIT_KINDS[init.kind]
         if len(init.args) > len(allowed):
             if not allowed:
@@ -349,10 +373,14 @@ class Elaborator:
             if text.startswith("(") and text.endswith(")"):
                 text = text[1:-1]
             if value <= 0:
-                raise self.error("E2017", f"{init.kind}'s {name} must be positive, not {text}", a.value.span)
+                raise self.error(
+                    "E2017", f"{init.kind}'s {name} must be positive, not {text}", a.value.span
+                )
             args[name] = text
         if allowed and "scale" not in args:
-            raise self.error("E2017", f"{init.kind} needs its scale: {init.kind}(scale = …)", init.span)
+            raise self.error(
+                "E2017", f"{init.kind} needs its scale: {init.kind}(scale = …)", init.span
+            )
         return {"init": init.kind, **args}
 
     def const_expr(self, e: ast.Expr, consts: dict[str, int]) -> tuple[str, float]:
@@ -367,7 +395,9 @@ class Elaborator:
             if e.id in consts or e.id in self.declared_dims:
                 n = consts[e.id] if e.id in consts else self.dim(e.id, e.span)
                 return str(n), float(n)
-            raise self.error("E2017", f"initializer arguments use numbers and consts, not '{e.id}'", e.span)
+            raise self.error(
+                "E2017", f"initializer arguments use numbers and consts, not '{e.id}'", e.span
+            )
         if isinstance(e, ast.Neg):
             t, v = self.const_expr(e.x, consts)
             return f"-{t}", -v
@@ -387,7 +417,9 @@ class Elaborator:
             if (e.fn.id == "sqrt" and v < 0) or (e.fn.id == "log" and v <= 0):
                 raise self.error("E2017", f"{e.fn.id}({t}) is not a real number", e.span)
             return f"{e.fn.id}({t})", getattr(math, e.fn.id)(v)
-        raise self.error("E2017", "initializer arguments are numbers, consts, + - * /, sqrt, exp, log", e.span)
+        raise self.error(
+            "E2017", "initializer arguments are numbers, consts, + - * /, sqrt, exp, log", e.span
+        )
 
 
 def _line(text: str, n: int) -> str | None:
@@ -400,7 +432,13 @@ def _line(text: str, n: int) -> str | None:
 
 class FunctionBuilder:
     def __init__(
-        self, elab: Elaborator, ref: FnRef, symbol: str, arg_types: list[PskType], span: Span, probe: bool = False
+        self,
+        elab: Elaborator,
+        ref: FnRef,
+        symbol: str,
+        arg_types: list[PskType],
+        span: Span,
+        probe: bool = False,
     ):
         self.elab = elab
         self.ref = ref
@@ -427,14 +465,19 @@ class FunctionBuilder:
             return self.build_alias(fn)
         if len(self.arg_types) != len(fn.params):
             raise self.err(
-                "E2003", f"{self.prefix} takes {len(fn.params)} arguments, not {len(self.arg_types)}", self.call_span
+                "E2003",
+                f"{self.prefix} takes {counted(len(fn.params), 'argument')}, "
+                f"not {len(self.arg_types)}",
+                self.call_span,
             )
         for p, t in zip(fn.params, self.arg_types, strict=True):
             if p.type is not None:
                 want = self.elab.type(p.type, self.consts)
                 if want != t:
                     raise self.err(
-                        "E2008", f"argument {p.name} of {self.prefix} is {want.text()}, not {t.text()}", self.call_span
+                        "E2008",
+                        f"argument {p.name} of {self.prefix} is {want.text()}, not {t.text()}",
+                        self.call_span,
                     )
         inputs = ([self.inst.params] if self.inst else []) + list(self.arg_types)
         names = (["params"] if self.inst else []) + [p.name for p in fn.params]
@@ -451,14 +494,20 @@ class FunctionBuilder:
             if fn.ret is not None:
                 want = self.elab.type(fn.ret, self.consts)
                 if want != result.type:
-                    raise self.err("E2008", f"{self.prefix} returns {result.type.text()}, not {want.text()}", fn.ret.span)
+                    raise self.err(
+                        "E2008",
+                        f"{self.prefix} returns {result.type.text()}, not {want.text()}",
+                        fn.ret.span,
+                    )
             func.ReturnOp([result.value], loc=self.elab.location(fn.result.span))
         return self.finish(func_op, inputs, result.type)
 
     def build_alias(self, fn: ast.FnAlias) -> Signature:
         target = self.elab.alias_target(self.ref)
         inputs = ([self.inst.params] if self.inst else []) + list(self.arg_types)
-        arg_names = [p.name for p in target.of.fn.params] if isinstance(target.of.fn, ast.FnDef) else []
+        arg_names = (
+            [p.name for p in target.of.fn.params] if isinstance(target.of.fn, ast.FnDef) else []
+        )
         if len(arg_names) != len(self.arg_types):
             arg_names = [f"x{i}" for i in range(len(self.arg_types))]
         func_op = self.begin(inputs, (["params"] if self.inst else []) + arg_names)
@@ -466,7 +515,9 @@ class FunctionBuilder:
         if self.inst:
             self.params = V(args[0], self.inst.params)
             target = type(target)(FnRef(target.of.inst, target.of.fn, self.params, target.of.stack))
-        vals = [V(a, t) for a, t in zip(args[1:] if self.inst else args, self.arg_types, strict=True)]
+        vals = [
+            V(a, t) for a, t in zip(args[1:] if self.inst else args, self.arg_types, strict=True)
+        ]
         with ir.InsertionPoint(self.block):
             result = self.call(target, vals, fn.value.span)
             func.ReturnOp([result.value], loc=self.elab.location(fn.value.span))
@@ -480,20 +531,34 @@ class FunctionBuilder:
             self.block = func_op.add_entry_block()
         func_op.attributes["psk.function"] = ir.StringAttr.get(self.prefix, elab.ctx)
         func_op.attributes["arg_attrs"] = ir.ArrayAttr.get(
-            [ir.DictAttr.get({"psk.name": ir.StringAttr.get(n, elab.ctx)}, elab.ctx) for n in names], elab.ctx
+            [
+                ir.DictAttr.get({"psk.name": ir.StringAttr.get(n, elab.ctx)}, elab.ctx)
+                for n in names
+            ],
+            elab.ctx,
         )
         return func_op
 
     def finish(self, func_op, inputs: list[PskType], result: PskType) -> Signature:
         elab = self.elab
         func_op.attributes["function_type"] = ir.TypeAttr.get(
-            ir.FunctionType.get([elab.mlir_type(t) for t in inputs], [elab.mlir_type(result)], elab.ctx)
+            ir.FunctionType.get(
+                [elab.mlir_type(t) for t in inputs], [elab.mlir_type(result)], elab.ctx
+            )
         )
-        return Signature(self.symbol, self.inst.params if self.inst else None, list(self.arg_types), result)
+        return Signature(
+            self.symbol, self.inst.params if self.inst else None, list(self.arg_types), result
+        )
 
     # ---- emitting ops ----
     def emit(
-        self, op: str, operands: list[V], result: PskType, attrs: dict, span: Span, site: bool = True
+        self,
+        op: str,
+        operands: list[V],
+        result: PskType,
+        attrs: dict,
+        span: Span,
+        site: bool = True,
     ) -> V:
         elab = self.elab
         attributes = dict(attrs)
@@ -535,7 +600,9 @@ class FunctionBuilder:
             return
         v = self.value(value, let.value.span)
         if not isinstance(v.type, TupleType) or len(v.type.items) != len(let.names):
-            raise self.err("E2015", f"cannot take {v.type.text()} apart into {len(let.names)} names", let.span)
+            raise self.err(
+                "E2015", f"cannot take {v.type.text()} apart into {len(let.names)} names", let.span
+            )
         for i, n in enumerate(let.names):
             self.env[n] = self.get(v, i, let.span)
 
@@ -563,7 +630,9 @@ class FunctionBuilder:
         if isinstance(v, (FnRef, GradRef, VjpRef)):
             raise self.err("E2014", "a function is not a value here: call it", span)
         if isinstance(v, SubRef):
-            raise self.err("E2014", f"{v.inst.defn.name} is a submodule: call one of its functions", span)
+            raise self.err(
+                "E2014", f"{v.inst.defn.name} is a submodule: call one of its functions", span
+            )
         raise AssertionError(v)
 
     def real(self, v: Value, span: Span) -> V:
@@ -603,7 +672,11 @@ class FunctionBuilder:
             callee = self.expr(e.fn)
             for a in e.args:
                 if a.name is not None:
-                    raise self.err("E2003", f"keyword arguments are for initializers, not calls ({a.name}=)", a.span)
+                    raise self.err(
+                        "E2003",
+                        f"keyword arguments are for initializers, not calls ({a.name}=)",
+                        a.span,
+                    )
             if isinstance(callee, PrimRef) and callee.name in SPECIAL_FORMS:
                 return self.special(callee.name, e)
             args = [self.expr(a.value) for a in e.args]
@@ -621,8 +694,17 @@ class FunctionBuilder:
 
     def probe_expr(self, e: ast.Expr) -> Value:
         """Resolve an alias's right side (`grad(loss)`, `loss.vjp`) without building."""
-        if isinstance(e, ast.Call) and isinstance(e.fn, ast.Name) and e.fn.id == "grad" and len(e.args) == 1:
-            target = self.name(e.args[0].value.id, e.args[0].span) if isinstance(e.args[0].value, ast.Name) else None
+        if (
+            isinstance(e, ast.Call)
+            and isinstance(e.fn, ast.Name)
+            and e.fn.id == "grad"
+            and len(e.args) == 1
+        ):
+            target = (
+                self.name(e.args[0].value.id, e.args[0].span)
+                if isinstance(e.args[0].value, ast.Name)
+                else None
+            )
             if not isinstance(target, FnRef):
                 raise self.err("E2014", "grad takes a function by name", e.span)
             return GradRef(target)
@@ -639,7 +721,9 @@ class FunctionBuilder:
         if isinstance(s, ast.StaticRename):
             dst = s.dst.id if isinstance(s.dst, ast.Name) else None
             if not isinstance(s.dst, ast.Name):
-                raise self.err("E2010", "rename[a → b] renames to a name (_ for positional)", s.dst.span)
+                raise self.err(
+                    "E2010", "rename[a → b] renames to a name (_ for positional)", s.dst.span
+                )
             return Rename(self.axis_ref(s.src), None if dst == "_" else dst)
         if prim in _NUMBER_STATICS:
             if isinstance(s, ast.FloatLit):
@@ -674,7 +758,11 @@ class FunctionBuilder:
             return Known(self.elab.dim(ident, span))
         if ident in self.elab.program.functions:
             return FnRef(None, self.elab.program.functions[ident], None)
-        if ident in SPECIAL_FORMS or by_name(ident) is not None and ident not in ("const", "to_real"):
+        if (
+            ident in SPECIAL_FORMS
+            or by_name(ident) is not None
+            and ident not in ("const", "to_real")
+        ):
             return PrimRef(ident, None, span)
         raise self.err("E2001", f"unknown name '{ident}'", span)
 
@@ -685,7 +773,12 @@ class FunctionBuilder:
             t = self.inst.params.field(name)
             with self.elab.ctx:
                 self.fields[name] = self.emit(
-                    "psk.field", [self.params], t, {"name": ir.StringAttr.get(name)}, span, site=False
+                    "psk.field",
+                    [self.params],
+                    t,
+                    {"name": ir.StringAttr.get(name)},
+                    span,
+                    site=False,
                 )
         return self.fields[name]
 
@@ -711,7 +804,14 @@ class FunctionBuilder:
 
     def record_field(self, v: V, name: str, span: Span) -> V:
         with self.elab.ctx:
-            return self.emit("psk.field", [v], v.type.field(name), {"name": ir.StringAttr.get(name)}, span, site=False)
+            return self.emit(
+                "psk.field",
+                [v],
+                v.type.field(name),
+                {"name": ir.StringAttr.get(name)},
+                span,
+                site=False,
+            )
 
     def get(self, v: V, index: int, span: Span) -> V:
         if not isinstance(v.type, TupleType) or not 0 <= index < len(v.type.items):
@@ -723,7 +823,9 @@ class FunctionBuilder:
     def tuple(self, vals: list[V], span: Span) -> V:
         t = self.emit("psk.tuple_empty", [], TupleType(()), {}, span, site=False)
         for v in vals:
-            t = self.emit("psk.tuple_append", [t, v], TupleType((*t.type.items, v.type)), {}, span, site=False)
+            t = self.emit(
+                "psk.tuple_append", [t, v], TupleType((*t.type.items, v.type)), {}, span, site=False
+            )
         return t
 
     def record(self, names: list[str], vals: list[V], span: Span) -> V:
@@ -731,8 +833,12 @@ class FunctionBuilder:
         for n, v in zip(names, vals, strict=True):
             with self.elab.ctx:
                 r = self.emit(
-                    "psk.set_field", [r, v], RecordType((*r.type.fields, (n, v.type))),
-                    {"name": ir.StringAttr.get(n)}, span, site=False,
+                    "psk.set_field",
+                    [r, v],
+                    RecordType((*r.type.fields, (n, v.type))),
+                    {"name": ir.StringAttr.get(n)},
+                    span,
+                    site=False,
                 )
         return r
 
@@ -740,9 +846,10 @@ class FunctionBuilder:
         lhs, rhs = self.expr(e.lhs), self.expr(e.rhs)
         if isinstance(lhs, Known) and isinstance(rhs, Known) and e.op in "+*":
             return Known(lhs.n + rhs.n if e.op == "+" else lhs.n * rhs.n)
+        if e.op == "·":  # a · b is dot(a, b), operands checked as any primitive's
+            dot = PrimRef("dot", None, e.span)
+            return self.call_prim(dot, [lhs, rhs], e.span, [e.lhs.span, e.rhs.span])
         a, b = self.real(lhs, e.lhs.span), self.real(rhs, e.rhs.span)
-        if e.op == "·":
-            return self.apply("dot", [a, b], [], e.span)
         return self.elementwise(_BINOPS[e.op], [a, b], e.span)
 
     def elementwise(self, prim: str, operands: list[V], span: Span) -> V:
@@ -753,10 +860,18 @@ class FunctionBuilder:
         shape = shapes[0]
         for s in shapes[1:]:
             if _structure(s) != _structure(shape):
-                raise self.err("E2006", f"{prim} needs operands of one structure, not {shape.text()} and {s.text()}", span)
+                raise self.err(
+                    "E2006",
+                    f"{prim} needs operands of one structure, not {shape.text()} and {s.text()}",
+                    span,
+                )
         for o in operands:
             if isinstance(o.type, TensorType) and o.type.rank != 0:
-                raise self.err("E2006", f"{prim} of a tree and {o.type.text()}: only a scalar repeats over a tree", span)
+                raise self.err(
+                    "E2006",
+                    f"{prim} of a tree and {o.type.text()}: only a scalar repeats over a tree",
+                    span,
+                )
         return self._lift(prim, operands, shape, span)
 
     def _lift(self, prim: str, operands: list[V], shape: PskType, span: Span) -> V:
@@ -764,12 +879,25 @@ class FunctionBuilder:
             return self.apply(prim, operands, [], span)
         if isinstance(shape, RecordType):
             parts = [
-                self._lift(prim, [o if isinstance(o.type, TensorType) else self.record_field(o, n, span) for o in operands], t, span)
+                self._lift(
+                    prim,
+                    [
+                        o if isinstance(o.type, TensorType) else self.record_field(o, n, span)
+                        for o in operands
+                    ],
+                    t,
+                    span,
+                )
                 for n, t in shape.fields
             ]
             return self.record(list(shape.names), parts, span)
         parts = [
-            self._lift(prim, [o if isinstance(o.type, TensorType) else self.get(o, i, span) for o in operands], t, span)
+            self._lift(
+                prim,
+                [o if isinstance(o.type, TensorType) else self.get(o, i, span) for o in operands],
+                t,
+                span,
+            )
             for i, t in enumerate(shape.items)
         ]
         return self.tuple(parts, span)
@@ -792,7 +920,9 @@ class FunctionBuilder:
         return [self.get(v, i, span) for i in range(len(v.type.items))]
 
     # ---- calls ----
-    def call(self, callee: Value, args: list[Value], span: Span, spans: list[Span] | None = None) -> V:
+    def call(
+        self, callee: Value, args: list[Value], span: Span, spans: list[Span] | None = None
+    ) -> V:
         spans = spans or [span] * len(args)
         if isinstance(callee, PrimRef):
             return self.call_prim(callee, args, span, spans)
@@ -811,7 +941,9 @@ class FunctionBuilder:
             )
             return V(new.result, sig.result)
         if isinstance(callee, (GradRef, VjpRef)):
-            return self.call_derivative(callee, [self.value(a, s) for a, s in zip(args, spans, strict=True)], span)
+            return self.call_derivative(
+                callee, [self.value(a, s) for a, s in zip(args, spans, strict=True)], span
+            )
         raise self.err("E2014", "only functions and primitives can be called", span)
 
     def call_prim(self, ref: PrimRef, args: list[Value], span: Span, spans: list[Span]) -> V:
@@ -829,7 +961,8 @@ class FunctionBuilder:
         if prim.elementwise and not statics:
             lo, hi = prim.arity
             if not lo <= len(vals) <= hi:
-                raise self.err("E2003", f"{name} takes {lo} operands, not {len(vals)}", span)
+                count = counted(lo, "operand", hi)
+                raise self.err("E2003", f"{name} takes {count}, not {len(vals)}", span)
             return self.elementwise(name, vals, span)
         for v, s in zip(vals, spans, strict=True):
             if not isinstance(v.type, TensorType):
@@ -846,17 +979,25 @@ class FunctionBuilder:
             return GradRef(target)
         # fold(stack.fn, carry)
         if len(e.args) != 2:
-            raise self.err("E2003", "fold takes a stacked module's function and the carried value", e.span)
+            raise self.err(
+                "E2003", "fold takes a stacked module's function and the carried value", e.span
+            )
         f = self.expr(e.args[0].value)
         if not isinstance(f, FnRef) or f.stack is None:
-            raise self.err("E2012", "fold's first argument is a function of a stacked submodule (blocks.apply)", e.args[0].span)
+            raise self.err(
+                "E2012",
+                "fold's first argument is a function of a stacked submodule (blocks.apply)",
+                e.args[0].span,
+            )
         carry = self.value(self.expr(e.args[1].value), e.args[1].span)
         layer = FnRef(f.inst, f.fn, None)
         sig = self.elab.signature(layer, [carry.type], e.span)
         if sig.result != carry.type:
             raise self.err(
-                "E2008", f"fold needs {self.elab.site_prefix(layer)} to return its argument's type "
-                f"{carry.type.text()}, not {sig.result.text()}", e.span,
+                "E2008",
+                f"fold needs {self.elab.site_prefix(layer)} to return its argument's type "
+                f"{carry.type.text()}, not {sig.result.text()}",
+                e.span,
             )
         with self.elab.ctx:
             attrs = {"callee": ir.FlatSymbolRefAttr.get(sig.symbol)}
@@ -877,13 +1018,21 @@ class FunctionBuilder:
             attrs = {"callee": ir.FlatSymbolRefAttr.get(sig.symbol)}
         if isinstance(ref, GradRef):
             if sig.result != REAL_SCALAR:
-                raise self.err("E2006", f"grad needs a function with a scalar result, not {sig.result.text()}", span)
+                raise self.err(
+                    "E2006",
+                    f"grad needs a function with a scalar result, not {sig.result.text()}",
+                    span,
+                )
             if f.inst is None and not args:
-                raise self.err("E2003", "grad of a function without parameters needs an argument", span)
+                raise self.err(
+                    "E2003", "grad of a function without parameters needs an argument", span
+                )
             result = f.inst.params if f.inst else args[0].type
             return self.emit("psk.grad", [packed], result, attrs, span)
         if ct.type != sig.result:
-            raise self.err("E2008", f"the cotangent must be {sig.result.text()}, not {ct.type.text()}", span)
+            raise self.err(
+                "E2008", f"the cotangent must be {sig.result.text()}, not {ct.type.text()}", span
+            )
         result = TupleType(tuple(v.type for v in inputs))
         return self.emit("psk.vjp", [packed, ct], result, attrs, span)
 
@@ -909,11 +1058,15 @@ class Elaborated:
 
 
 def elaborate(
-    program: ast.Program, entry: Entry, dims: dict[str, int], consts: dict[str, int], ctx: ir.Context
+    program: ast.Program,
+    entry: Entry,
+    dims: dict[str, int],
+    consts: dict[str, int],
+    ctx: ir.Context,
 ) -> Elaborated:
     """Elaborate `entry` of `program` into a PSK-Core module at the given bindings."""
     check_dims(program, dims)
-    entry = resolve_entry(program, entry)
+    entry = resolve_entry(program, entry, consts)
     values = entry_consts(program, entry, consts)
     elab = Elaborator(program, dims, ctx)
     with ctx, elab.loc:
@@ -940,12 +1093,18 @@ def _arg_bounds(elab: Elaborator, ref: FnRef) -> dict[str, int]:
     return out
 
 
-def _annotate(elab: Elaborator, entry: Entry, sig: Signature, inits: list[dict], bounds: dict[str, int]) -> None:
+def _annotate(
+    elab: Elaborator, entry: Entry, sig: Signature, inits: list[dict], bounds: dict[str, int]
+) -> None:
     s = ir.StringAttr.get
     mod = elab.module.operation
     mod.attributes["psk.program"] = s(elab.program.file)
     mod.attributes["psk.entry"] = ir.FlatSymbolRefAttr.get(sig.symbol)
-    mod.attributes["psk.dims"] = ir.DictAttr.get({k: ir.IntegerAttr.get(ir.IntegerType.get_signless(64), v) for k, v in elab.dims.items()})
+    if sig.params is not None:  # the entry takes its module's parameter record first
+        mod.attributes["psk.module"] = s(sig.symbol.rsplit(".", 1)[0])
+    mod.attributes["psk.dims"] = ir.DictAttr.get(
+        {k: ir.IntegerAttr.get(ir.IntegerType.get_signless(64), v) for k, v in elab.dims.items()}
+    )
     mod.attributes["psk.params"] = ir.ArrayAttr.get(
         [ir.DictAttr.get({k: s(v) for k, v in spec.items()}) for spec in inits]
     )

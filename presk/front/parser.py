@@ -6,9 +6,15 @@ from functools import cache
 from importlib import resources
 
 from lark import Lark, Token, Transformer, v_args
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+from lark.exceptions import (
+    UnexpectedCharacters,
+    UnexpectedEOF,
+    UnexpectedInput,
+    UnexpectedToken,
+    VisitError,
+)
 
-from presk.errors import SourceError, Span, source_error
+from presk.errors import PreskError, SourceError, Span, source_error
 from presk.front import ast
 
 _OPEN = {"LPAR", "LSQB"}
@@ -46,40 +52,54 @@ def _parser() -> Lark:
         postlex=_NewlinePostLexer(),
         propagate_positions=True,
         maybe_placeholders=True,
+        cache=True,  # the LALR tables, kept in the temporary directory between runs
     )
 
 
+# How an error names the terminals that are not one fixed string (those show as written).
 _TOKEN_WORDS = {
     "_NL": "a newline",
     "$END": "the end of the file",
     "NAME": "a name",
     "INT": "a number",
     "FLOAT": "a number",
-    "LPAR": "'('",
-    "RPAR": "')'",
-    "LSQB": "'['",
-    "RSQB": "']'",
-    "LBRACE": "'{'",
-    "RBRACE": "'}'",
-    "COMMA": "','",
-    "COLON": "':'",
-    "EQUAL": "'='",
-    "DOT": "'·'",
     "ARROW": "'->'",
+    "MINUS": "'-'",
+    "TIMES": "'*'",
+    "DIVIDE": "'/'",
+    "DOT": "'·'",
 }
+
+
+@cache
+def _literals() -> dict[str, str]:
+    """Each terminal that is one fixed string (keywords, punctuation), by its name."""
+    return {t.name: t.pattern.value for t in _parser().terminals if t.pattern.type == "str"}
+
+
+def _word(name: str) -> str:
+    if name in _TOKEN_WORDS:
+        return _TOKEN_WORDS[name]
+    literal = _literals().get(name)
+    return repr(literal) if literal is not None else name
 
 
 def _describe(tok: Token | None) -> str:
     if tok is None or tok.type == "$END":
-        return "the end of the file"
+        return "end of the file"
     if tok.type == "_NL":
-        return "the end of the line"
+        return "end of the line"
     return repr(str(tok))
 
 
-def _expected(names) -> str:
-    words = sorted({_TOKEN_WORDS.get(n, repr(n.lower()) if n.isalpha() else n) for n in names})
-    if len(words) > 6:
+def _expected(e: UnexpectedToken) -> str:
+    """The tokens the parser would have taken instead, when they are few."""
+    parser = e.interactive_parser
+    # accepts() tries each token on the parser's state: exact, where e.expected is LALR's
+    # superset (lookaheads of every context the state was merged from).
+    names = parser.accepts() if parser is not None else e.expected
+    words = sorted({_word(n) for n in names})
+    if not words or len(words) > 6:
         return ""
     return " (expected " + ", ".join(words) + ")"
 
@@ -87,11 +107,19 @@ def _expected(names) -> str:
 def _syntax_error(e: UnexpectedInput, file: str, text: str) -> SourceError:
     if isinstance(e, UnexpectedCharacters):
         ch = text[e.pos_in_stream] if e.pos_in_stream < len(text) else "?"
-        return source_error(SourceError, "E1001", f"unexpected character {ch!r}", file, text, e.line, e.column)
+        return source_error(
+            SourceError, "E1001", f"unexpected character {ch!r}", file, text, e.line, e.column
+        )
     if isinstance(e, UnexpectedEOF):
         lines = text.splitlines() or [""]
         return source_error(
-            SourceError, "E1003", "unexpected end of the file", file, text, len(lines), len(lines[-1]) + 1
+            SourceError,
+            "E1003",
+            "unexpected end of the file",
+            file,
+            text,
+            len(lines),
+            len(lines[-1]) + 1,
         )
     assert isinstance(e, UnexpectedToken)
     tok = e.token
@@ -99,12 +127,12 @@ def _syntax_error(e: UnexpectedInput, file: str, text: str) -> SourceError:
         lines = text.splitlines() or [""]
         line, col = len(lines), len(lines[-1]) + 1
         return source_error(
-            SourceError, "E1003", "unexpected end of the file" + _expected(e.expected), file, text, line, col
+            SourceError, "E1003", "unexpected end of the file" + _expected(e), file, text, line, col
         )
     return source_error(
         SourceError,
         "E1002",
-        f"unexpected {_describe(tok)}" + _expected(e.expected),
+        f"unexpected {_describe(tok)}" + _expected(e),
         file,
         text,
         tok.line,
@@ -118,7 +146,12 @@ def parse(text: str, file: str) -> ast.Program:
         tree = _parser().parse(text)
     except UnexpectedInput as e:
         raise _syntax_error(e, file, text) from None
-    return _Build(file, text).transform(tree)
+    try:
+        return _Build(file, text).transform(tree)
+    except VisitError as e:  # lark wraps what a transformer method raises
+        if isinstance(e.orig_exc, PreskError):
+            raise e.orig_exc from None
+        raise
 
 
 class _Build(Transformer):
@@ -146,8 +179,7 @@ class _Build(Transformer):
                 continue
             prog.items.append(it)
             if isinstance(it, ast.DimDecl):
-                for n in it.names:
-                    prog.dims.append((n, it.span))
+                prog.dims.extend(zip(it.names, it.spans, strict=True))
             elif isinstance(it, ast.ModuleDef):
                 prog.modules.setdefault(it.name, it)
             elif isinstance(it, (ast.FnDef, ast.FnAlias)):
@@ -160,7 +192,8 @@ class _Build(Transformer):
 
     @v_args(meta=True)
     def dim_decl(self, meta, names):
-        return ast.DimDecl(self._span(meta), [str(n) for n in names])
+        spans = [self._tspan(n) for n in names]
+        return ast.DimDecl(self._span(meta), [str(n) for n in names], spans)
 
     @v_args(meta=True)
     def precision_decl(self, meta, children):
@@ -173,7 +206,9 @@ class _Build(Transformer):
         consts = []
         if rest and isinstance(rest[0], list) and all(isinstance(c, str) for c in rest[0]):
             consts = rest.pop(0)
-        return ast.ModuleDef(self._span(meta), str(name), consts, [m for m in rest if m is not None])
+        return ast.ModuleDef(
+            self._span(meta), str(name), consts, [m for m in rest if m is not None]
+        )
 
     def const_names(self, names):
         return [str(n) for n in names]
@@ -194,9 +229,11 @@ class _Build(Transformer):
         stack = None
         if isinstance(rest[0], tuple) and rest[0][0] == "stack":
             stack = rest.pop(0)[1]
-        module = str(rest[0])
+        module = rest[0]
         const_args = rest[1] if len(rest) > 1 and rest[1] is not None else []
-        return ast.SubDef(self._span(meta), str(name), module, const_args, stack)
+        return ast.SubDef(
+            self._span(meta), str(name), str(module), const_args, stack, self._tspan(module)
+        )
 
     def stack_count(self, children):
         return ("stack", children[0])
@@ -249,7 +286,9 @@ class _Build(Transformer):
         bound, axes = children
         if bound is not None and len(bound) != 1:
             raise self._err("E2010", "nat{V} takes one bound", self._span(meta))
-        return ast.TensorTypeExpr(self._span(meta), "index", axes or [], bound[0] if bound else None)
+        return ast.TensorTypeExpr(
+            self._span(meta), "index", axes or [], bound[0] if bound else None
+        )
 
     @v_args(meta=True)
     def bool_type(self, meta, children):

@@ -95,7 +95,9 @@ def program(p: ast.Program) -> str:
                     out.append(f"  param {m.name} : {type_(m.type)} = {init}")
                 elif isinstance(m, ast.SubDef):
                     stack = f"stack{{{expr(m.stack)}}} " if m.stack is not None else ""
-                    consts = "{" + ", ".join(expr(c) for c in m.const_args) + "}" if m.const_args else ""
+                    consts = (
+                        "{" + ", ".join(expr(c) for c in m.const_args) + "}" if m.const_args else ""
+                    )
                     out.append(f"  sub {m.name} = {stack}{m.module}{consts}")
                 else:
                     out += _fn(m, "  ")

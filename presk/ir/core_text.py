@@ -12,7 +12,14 @@ from mlir import ir
 
 from presk.ir.core import psk_type, site_of, string_attr
 
-_INLINE = {"psk.field", "psk.get", "psk.tuple_empty", "psk.tuple_append", "psk.record_empty", "psk.set_field"}
+_INLINE = {
+    "psk.field",
+    "psk.get",
+    "psk.tuple_empty",
+    "psk.tuple_append",
+    "psk.record_empty",
+    "psk.set_field",
+}
 
 
 def _statics(op: ir.Operation) -> str:
@@ -26,7 +33,9 @@ def _statics(op: ir.Operation) -> str:
         sizes = list(ir.DenseI64ArrayAttr(a["sizes"]))
         return "[" + ", ".join(f"{n}: {s}" for n, s in zip(names, sizes, strict=True)) + "]"
     if name == "psk.rename":
-        return "[" + ", ".join(ir.StringAttr(x).value or "_" for x in ir.ArrayAttr(a["names"])) + "]"
+        return (
+            "[" + ", ".join(ir.StringAttr(x).value or "_" for x in ir.ArrayAttr(a["names"])) + "]"
+        )
     parts = []
     for key in ("axes", "axis", "heads", "rate"):
         if key in a:
@@ -110,7 +119,9 @@ class _Printer:
             args = ", ".join(self.ref(v) for v in op.operands)
             word = "call" if name == "func.call" else "fold"
             self.names[op.results[0]] = res
-            self.lines.append(f"  {res} = {word} {callee}({args}) : {psk_type(op.results[0]).text()}")
+            self.lines.append(
+                f"  {res} = {word} {callee}({args}) : {psk_type(op.results[0]).text()}"
+            )
             return
         site = site_of(op)
         res = "%" + site.rsplit("%", 1)[1] if site else f"%c{self.calls}"
@@ -148,4 +159,3 @@ def core_text(module: ir.Module) -> str:
             dims = " ".join(f"{d[i].name}={ir.IntegerAttr(d[i].attr).value}" for i in range(len(d)))
         header.append(f"-- entry {entry}" + (f" at {dims}" if dims else ""))
     return "\n".join(header + [_Printer(f).print() for f in funcs]) + "\n"
-
