@@ -12,15 +12,21 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from presk.ir.types import Axis, TensorType
+from presk.prims import exact
 from presk.prims.base import (
+    Apply,
     AxisSpec,
     Number,
     Prim,
     Rename,
     TypingError,
+    aligned,
+    alignment,
     axis_position,
-    broadcast_axes,
+    broadcast_fits,
     check_unique_names,
 )
 
@@ -36,7 +42,9 @@ def _split(types, attrs) -> TensorType:
     if x.rank < 2:
         raise TypingError(f"split_heads needs [..., S, D], not {x.text()}")
     d = x.axes[-1].size
-    if h <= 0 or d % h:
+    if h <= 0:
+        raise TypingError(f"split_heads[H] needs at least one head, not {h}")
+    if d % h:
         raise TypingError(f"split_heads[{h}] needs a last axis divisible by {h}, not {d}")
     axes = x.axes[:-2] + (Axis("heads", h), x.axes[-2], Axis("hd", d // h))
     return TensorType("real", check_unique_names(axes, "split_heads's result"))
@@ -70,14 +78,14 @@ def _rename(types, attrs) -> TensorType:
 
 def _broadcast_like(types, attrs) -> TensorType:
     x, like = types
-    if broadcast_axes(x, like) != like.axes:
+    if not broadcast_fits(x, like, like):
         raise TypingError(f"{x.text()} does not broadcast to {like.text()}")
     return TensorType("real", like.axes)
 
 
 def _sum_to(types, attrs) -> TensorType:
     x, like = types
-    if broadcast_axes(like, x) != x.axes:
+    if not broadcast_fits(like, x, x):
         raise TypingError(f"{x.text()} does not sum down to {like.text()}")
     return TensorType("real", like.axes)
 
@@ -96,14 +104,75 @@ def _mask(types, attrs) -> TensorType:
     return TensorType("bool", axes)
 
 
+# ---- the exact reference (data movement, and sum_to's sums in index order) -------------
+
+
+def _split_ref(ap: Apply, xs: list):
+    x, h = xs[0], ap.attrs["heads"]
+    y = x.reshape(x.shape[:-1] + (h, x.shape[-1] // h))  # [..., S, H, hd]
+    return np.swapaxes(y, -3, -2).copy()
+
+
+def _merge_ref(ap: Apply, xs: list):
+    y = np.swapaxes(xs[0], -3, -2)  # [..., S, H, hd]
+    return y.reshape(ap.out_type.shape).copy()
+
+
+def _broadcast_like_ref(ap: Apply, xs: list):
+    return np.broadcast_to(aligned(xs[0], ap.in_types[0], ap.out_type), ap.out_type.shape).copy()
+
+
+def _sum_to_ref(ap: Apply, xs: list):
+    x, t, like = xs[0], ap.in_types[0], ap.out_type
+    m = alignment(like, t)  # for each axis of x, the axis of `like` it becomes
+    summed = [i for i, j in enumerate(m) if j is None]
+    kept = [j for j in m if j is not None]
+    y = exact.sequential_sum(x, summed) if summed else x
+    return np.asarray(np.transpose(y, np.argsort(kept)), dtype=object).copy()
+
+
+def _mask_ref(ap: Apply, xs: list):
+    n, m = ap.attrs["sizes"]
+    return np.arange(m)[None, :] <= np.arange(n)[:, None]
+
+
 PRIMS = [
-    Prim("split_heads", "psk.split_heads", (1, 1), _split, bind=_split_bind,
-         attr_kinds={"heads": "i64"}),
-    Prim("merge_heads", "psk.merge_heads", (1, 1), _merge),
-    Prim("rename", "psk.rename", (1, 1), _rename, bind=_rename_bind, attr_kinds={"names": "strs"},
-         kinds=("any",)),
-    Prim("broadcast_like", "psk.broadcast_like", (2, 2), _broadcast_like, kinds=("real", "any")),
-    Prim("sum_to", "psk.sum_to", (2, 2), _sum_to, kinds=("real", "any")),
-    Prim("causal_mask", "psk.causal_mask", (0, 0), _mask, bind=_mask_bind,
-         attr_kinds={"names": "strs", "sizes": "i64s"}),
+    Prim(
+        "split_heads",
+        "psk.split_heads",
+        (1, 1),
+        _split,
+        bind=_split_bind,
+        attr_kinds={"heads": "i64"},
+        reference=_split_ref,
+    ),
+    Prim("merge_heads", "psk.merge_heads", (1, 1), _merge, reference=_merge_ref),
+    Prim(
+        "rename",
+        "psk.rename",
+        (1, 1),
+        _rename,
+        bind=_rename_bind,
+        attr_kinds={"names": "strs"},
+        kinds=("any",),
+        reference=lambda ap, xs: xs[0],
+    ),
+    Prim(
+        "broadcast_like",
+        "psk.broadcast_like",
+        (2, 2),
+        _broadcast_like,
+        kinds=("real", "any"),
+        reference=_broadcast_like_ref,
+    ),
+    Prim("sum_to", "psk.sum_to", (2, 2), _sum_to, kinds=("real", "any"), reference=_sum_to_ref),
+    Prim(
+        "causal_mask",
+        "psk.causal_mask",
+        (0, 0),
+        _mask,
+        bind=_mask_bind,
+        attr_kinds={"names": "strs", "sizes": "i64s"},
+        reference=_mask_ref,
+    ),
 ]

@@ -53,6 +53,27 @@ Static = str | int | AxisSpec | Rename | Number
 Attrs = dict[str, object]
 
 
+@dataclass
+class Apply:
+    """One application of a primitive, as an executor's semantics see it."""
+
+    attrs: Attrs
+    in_types: list[TensorType]
+    out_type: TensorType
+    site: str
+    training: bool = False
+    # A generator private to this application (its site, call path and step), for dropout
+    # masks and samples.
+    draw: Callable[[], object] | None = None
+
+
+def counted(n: int, noun: str, most: int | None = None) -> str:
+    """`1 operand`, `2 operands`, or with `most`, `1 or 2 operands`."""
+    if most is None or most == n:
+        return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+    return f"{n} {'or' if most == n + 1 else 'to'} {most} {noun}s"
+
+
 def _no_statics(prim: Prim, statics: list[Static], types: list[TensorType]) -> Attrs:
     if statics:
         raise TypingError(f"{prim.name} takes no arguments in brackets")
@@ -70,6 +91,9 @@ class Prim:
     attr_kinds: dict[str, str] = field(default_factory=dict)
     kinds: tuple[str, ...] = ("real",)  # operand kinds, the last repeated
     elementwise: bool = False  # lifts over records, tuples and stacks leaf by leaf
+    # The exact reference: (application, operand buffers) -> result buffer, exact reals
+    # as object arrays of MPFR numbers at the run's precision (presk/prims/exact.py).
+    reference: Callable[[Apply, list], object] | None = None
     doc: str = ""
 
     def operand_kind(self, i: int) -> str:
@@ -78,8 +102,7 @@ class Prim:
     def check_operands(self, types: list[TensorType]) -> None:
         lo, hi = self.arity
         if not lo <= len(types) <= hi:
-            want = str(lo) if lo == hi else f"{lo} to {hi}"
-            raise TypingError(f"{self.name} takes {want} operands, not {len(types)}")
+            raise TypingError(f"{self.name} takes {counted(lo, 'operand', hi)}, not {len(types)}")
         for i, t in enumerate(types):
             want = self.operand_kind(i)
             if want != "any" and t.kind != want:
@@ -130,6 +153,32 @@ def broadcast_axes(a: TensorType, b: TensorType) -> tuple[Axis, ...]:
         f"cannot broadcast {a.text()} with {b.text()}: trailing axes differ in name, "
         "and not every axis of the smaller one is a named axis of the other"
     )
+
+
+def alignment(t: TensorType, out: TensorType) -> tuple[int | None, ...]:
+    """For each axis of `out`, the axis of operand `t` that feeds it, or None where `t`
+    repeats: the trailing rule when `t`'s axes end `out`'s, else by name."""
+    n = t.rank
+    if t.axes == out.axes[out.rank - n :]:
+        return (None,) * (out.rank - n) + tuple(range(n))
+    where = {a.name: i for i, a in enumerate(t.axes)}
+    return tuple(where.get(a.name) if a.name else None for a in out.axes)
+
+
+def aligned(data, t: TensorType, out: TensorType):
+    """A view of `data` (of type `t`) broadcastable against a buffer of type `out`."""
+    m = alignment(t, out)
+    data = data.transpose([i for i in m if i is not None])
+    return data.reshape([t.axes[i].size if i is not None else 1 for i in m])
+
+
+def broadcast_fits(a: TensorType, b: TensorType, out: TensorType) -> bool:
+    """Whether `a` and `b` broadcast together to exactly the axes of `out` (a rule that
+    needs this says so in its own words, rather than with broadcasting's error)."""
+    try:
+        return broadcast_axes(a, b) == out.axes
+    except TypingError:
+        return False
 
 
 def axis_position(t: TensorType, ref: str | int, what: str = "axis") -> int:

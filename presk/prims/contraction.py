@@ -10,8 +10,11 @@ Every sum runs over the contracted index in increasing order.
 
 from __future__ import annotations
 
+import numpy as np
+
 from presk.ir.types import Axis, TensorType
-from presk.prims.base import Prim, TypingError, check_unique_names
+from presk.prims import exact
+from presk.prims.base import Apply, Prim, TypingError, check_unique_names
 
 
 def _dot(types, attrs) -> TensorType:
@@ -67,8 +70,57 @@ def _ein(types, attrs) -> TensorType:
     return TensorType("real", tuple(Axis(n, sizes[n]) for n in out))
 
 
+# ---- the exact reference -------------------------------------------------------------
+
+
+def _dot_ref(ap: Apply, xs: list):
+    a, b = xs
+    k = a.shape[-1]
+    a2 = a.reshape(-1, k)
+    b2 = b.reshape(k, -1)
+    return exact.contract(a2[:, None, :], b2.T[None, :, :]).reshape(ap.out_type.shape)
+
+
+def _matmul_ref(ap: Apply, xs: list):
+    a, b = xs
+    return exact.contract(a[..., :, None, :], np.swapaxes(b, -1, -2)[..., None, :, :])
+
+
+def ein_layout(ap: Apply) -> tuple[list[str], list[list[int | None]]]:
+    """The contracted axes (in operand 0's order) and, per operand, the position of each
+    axis of (output axes, contracted axes) in it, or None where it is absent."""
+    out = [a.name for a in ap.out_type.axes]
+    a, b = ap.in_types
+    summed = [n for n in a.names if n not in out]
+    order = out + summed
+    maps = [[t.names.index(n) if n in t.names else None for n in order] for t in (a, b)]
+    return summed, maps
+
+
+def _ein_ref(ap: Apply, xs: list):
+    summed, maps = ein_layout(ap)
+    views = []
+    for x, m in zip(xs, maps, strict=True):
+        v = x.transpose([i for i in m if i is not None])
+        views.append(v.reshape([x.shape[i] if i is not None else 1 for i in m]))
+    n_out = ap.out_type.rank
+    if not summed:
+        return np.broadcast_to(views[0] * views[1], ap.out_type.shape).copy()
+    # flatten the contracted axes into one, row-major in operand 0's order
+    flat = [v.reshape(v.shape[:n_out] + (-1,)) for v in views]
+    return np.broadcast_to(exact.contract(flat[0], flat[1]), ap.out_type.shape).copy()
+
+
 PRIMS = [
-    Prim("dot", "psk.dot", (2, 2), _dot),
-    Prim("matmul", "psk.matmul", (2, 2), _matmul),
-    Prim("ein", "psk.ein", (2, 2), _ein, bind=_ein_bind, attr_kinds={"axes": "strs"}),
+    Prim("dot", "psk.dot", (2, 2), _dot, reference=_dot_ref),
+    Prim("matmul", "psk.matmul", (2, 2), _matmul, reference=_matmul_ref),
+    Prim(
+        "ein",
+        "psk.ein",
+        (2, 2),
+        _ein,
+        bind=_ein_bind,
+        attr_kinds={"axes": "strs"},
+        reference=_ein_ref,
+    ),
 ]

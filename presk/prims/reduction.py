@@ -8,8 +8,11 @@ equal maxima, an index tensor.
 
 from __future__ import annotations
 
+import numpy as np
+
 from presk.ir.types import TensorType
-from presk.prims.base import Prim, TypingError, axis_position, one_axis, without
+from presk.prims import exact
+from presk.prims.base import Apply, Prim, TypingError, axis_position, one_axis, without
 
 
 def _bind_axes(prim, statics, types) -> dict:
@@ -39,9 +42,89 @@ def _argmax(types, attrs) -> TensorType:
     return without(types[0], [attrs["axis"]], kind="index")
 
 
+# ---- the exact reference -------------------------------------------------------------
+
+
+def _rows(x: np.ndarray, axes) -> np.ndarray:
+    """`x` with the reduced axes flattened into a last axis, row-major in their order."""
+    keep = [i for i in range(x.ndim) if i not in axes]
+    y = np.transpose(x, keep + sorted(axes))
+    return y.reshape(y.shape[: len(keep)] + (-1,))
+
+
+def _sum_ref(ap: Apply, xs: list):
+    return np.asarray(exact.sequential_sum(xs[0], ap.attrs["axes"]), dtype=object)
+
+
+def _mean_ref(ap: Apply, xs: list):
+    count = int(np.prod([xs[0].shape[a] for a in ap.attrs["axes"]]))
+    return np.asarray(
+        exact.sequential_sum(xs[0], ap.attrs["axes"]) / exact.mpfr(count), dtype=object
+    )
+
+
+def row_max(y: np.ndarray) -> np.ndarray:
+    """The maximum along the last axis, read in increasing index order."""
+    acc = y[..., 0].copy()
+    for r in range(1, y.shape[-1]):
+        acc = np.where((y[..., r] > acc).astype(bool), y[..., r], acc)
+    return acc
+
+
+def row_argmax(y: np.ndarray) -> np.ndarray:
+    """The index of the last of equal maxima along the last axis."""
+    best = y[..., 0].copy()
+    idx = np.zeros(best.shape, dtype=np.int64)
+    for r in range(1, y.shape[-1]):
+        take = (y[..., r] >= best).astype(bool)
+        best = np.where(take, y[..., r], best)
+        idx = np.where(take, r, idx)
+    return idx
+
+
+def _max_ref(ap: Apply, xs: list):
+    return np.asarray(row_max(_rows(xs[0], ap.attrs["axes"])), dtype=object)
+
+
+def _argmax_ref(ap: Apply, xs: list):
+    return row_argmax(np.moveaxis(xs[0], ap.attrs["axis"], -1))
+
+
 PRIMS = [
-    Prim("sum", "psk.sum", (1, 1), _reduce, bind=_bind_axes, attr_kinds={"axes": "i64s"}),
-    Prim("mean", "psk.mean", (1, 1), _reduce, bind=_bind_axes, attr_kinds={"axes": "i64s"}),
-    Prim("reduce_max", "psk.reduce_max", (1, 1), _reduce, bind=_bind_axes, attr_kinds={"axes": "i64s"}),
-    Prim("argmax", "psk.argmax", (1, 1), _argmax, bind=one_axis, attr_kinds={"axis": "i64"}),
+    Prim(
+        "sum",
+        "psk.sum",
+        (1, 1),
+        _reduce,
+        bind=_bind_axes,
+        attr_kinds={"axes": "i64s"},
+        reference=_sum_ref,
+    ),
+    Prim(
+        "mean",
+        "psk.mean",
+        (1, 1),
+        _reduce,
+        bind=_bind_axes,
+        attr_kinds={"axes": "i64s"},
+        reference=_mean_ref,
+    ),
+    Prim(
+        "reduce_max",
+        "psk.reduce_max",
+        (1, 1),
+        _reduce,
+        bind=_bind_axes,
+        attr_kinds={"axes": "i64s"},
+        reference=_max_ref,
+    ),
+    Prim(
+        "argmax",
+        "psk.argmax",
+        (1, 1),
+        _argmax,
+        bind=one_axis,
+        attr_kinds={"axis": "i64"},
+        reference=_argmax_ref,
+    ),
 ]

@@ -13,15 +13,29 @@
 
 from __future__ import annotations
 
+import numpy as np
+
+from presk.errors import RuntimeDataError
 from presk.ir.types import TensorType
-from presk.prims.base import Prim, TypingError, broadcast_axes, check_unique_names, one_axis, without
+from presk.prims import exact
+from presk.prims.base import (
+    Apply,
+    Prim,
+    TypingError,
+    aligned,
+    broadcast_fits,
+    check_unique_names,
+    one_axis,
+    without,
+)
+from presk.prims.reduction import row_max
 
 
 def _softmax(types, attrs) -> TensorType:
     x = types[0]
     if not 0 <= attrs["axis"] < x.rank:
         raise TypingError(f"{x.text()} has no axis {attrs['axis']}")
-    if len(types) == 2 and broadcast_axes(x, types[1]) != x.axes:
+    if len(types) == 2 and not broadcast_fits(x, types[1], x):
         raise TypingError(f"the mask {types[1].text()} does not fit {x.text()}")
     return x
 
@@ -48,11 +62,104 @@ def _embed(types, attrs) -> TensorType:
     return TensorType("real", check_unique_names(tokens.axes + table.axes[1:], "embed's result"))
 
 
+# ---- the exact reference -------------------------------------------------------------
+
+
+def _softmax_rows(y: np.ndarray, allowed: np.ndarray | None) -> np.ndarray:
+    """softmax along the last axis of `y`; refused positions (where `allowed` is False)
+    take no part and give 0."""
+    if allowed is None:
+        m = row_max(y)
+        e = exact.exp(y - m[..., None])
+        return e / exact.sequential_sum(e, [-1])[..., None]
+    if not allowed.any(axis=-1).all():
+        raise RuntimeDataError("the mask refuses every position of a softmax row", code="E8002")
+    first = allowed.argmax(axis=-1)
+    start = np.take_along_axis(y, first[..., None], axis=-1)
+    filled = np.where(allowed, y, start)  # refused positions cannot raise the maximum
+    m = row_max(filled)
+    e = np.where(allowed, exact.exp(filled - m[..., None]), exact.mpfr(0))
+    s = exact.sequential_sum(e, [-1])
+    return np.where(allowed, e / s[..., None], exact.mpfr(0))
+
+
+def _softmax_ref(ap: Apply, xs: list):
+    axis = ap.attrs["axis"]
+    y = np.moveaxis(xs[0], axis, -1)
+    allowed = None
+    if len(xs) == 2:
+        mask = np.broadcast_to(aligned(xs[1], ap.in_types[1], ap.in_types[0]), xs[0].shape)
+        allowed = np.moveaxis(mask, axis, -1)
+    return np.moveaxis(_softmax_rows(y, allowed), -1, axis).copy()
+
+
+def check_indices(ix: np.ndarray, bound: int, what: str) -> None:
+    if ix.size and (ix.min() < 0 or ix.max() >= bound):
+        bad = ix[(ix < 0) | (ix >= bound)].flat[0]
+        raise RuntimeDataError(f"{what} {bad} is outside [0, {bound})", code="E8003")
+
+
+def _cross_entropy_ref(ap: Apply, xs: list):
+    # −log softmax(x)[t] = log Σ_j exp(x_j − m) − (x_t − m), m the row maximum.
+    y = np.moveaxis(xs[0], ap.attrs["axis"], -1)
+    t = xs[1]
+    check_indices(t, y.shape[-1], "target")
+    m = row_max(y)
+    s = exact.sequential_sum(exact.exp(y - m[..., None]), [-1])
+    xt = np.take_along_axis(y, t[..., None], axis=-1)[..., 0]
+    return np.asarray(exact.log(s) - (xt - m), dtype=object)
+
+
+def _sample_ref(ap: Apply, xs: list):
+    p = _softmax_rows(np.moveaxis(xs[0], ap.attrs["axis"], -1), None)
+    u = exact.exact(ap.draw().random(p.shape[:-1]))
+    acc = p[..., 0].copy()
+    pick = np.full(u.shape, p.shape[-1] - 1, dtype=np.int64)
+    chosen = np.zeros(u.shape, dtype=bool)
+    for r in range(p.shape[-1]):
+        if r:
+            acc = acc + p[..., r]
+        hit = (~chosen) & (u < acc).astype(bool)
+        pick = np.where(hit, r, pick)
+        chosen |= hit
+    return pick
+
+
+def _embed_ref(ap: Apply, xs: list):
+    table, tokens = xs
+    check_indices(tokens, table.shape[0], "token")
+    return np.take(table, tokens, axis=0)
+
+
 PRIMS = [
-    Prim("softmax", "psk.softmax", (1, 2), _softmax, bind=one_axis, attr_kinds={"axis": "i64"},
-         kinds=("real", "bool")),
-    Prim("cross_entropy", "psk.cross_entropy", (2, 2), _cross_entropy, bind=one_axis,
-         attr_kinds={"axis": "i64"}, kinds=("real", "index")),
-    Prim("sample", "psk.sample", (1, 1), _sample, bind=one_axis, attr_kinds={"axis": "i64"}),
-    Prim("embed", "psk.embed", (2, 2), _embed, kinds=("real", "index")),
+    Prim(
+        "softmax",
+        "psk.softmax",
+        (1, 2),
+        _softmax,
+        bind=one_axis,
+        attr_kinds={"axis": "i64"},
+        kinds=("real", "bool"),
+        reference=_softmax_ref,
+    ),
+    Prim(
+        "cross_entropy",
+        "psk.cross_entropy",
+        (2, 2),
+        _cross_entropy,
+        bind=one_axis,
+        attr_kinds={"axis": "i64"},
+        kinds=("real", "index"),
+        reference=_cross_entropy_ref,
+    ),
+    Prim(
+        "sample",
+        "psk.sample",
+        (1, 1),
+        _sample,
+        bind=one_axis,
+        attr_kinds={"axis": "i64"},
+        reference=_sample_ref,
+    ),
+    Prim("embed", "psk.embed", (2, 2), _embed, kinds=("real", "index"), reference=_embed_ref),
 ]

@@ -6,7 +6,10 @@ precision, a machine type rounds it once); `psk.to_real` injects an index value 
 
 from __future__ import annotations
 
+import numpy as np
+
 from presk.ir.types import TensorType
+from presk.prims import exact
 from presk.prims.base import Prim, TypingError
 
 
@@ -26,6 +29,20 @@ def _to_real(types, attrs) -> TensorType:
 
 
 PRIMS = [
-    Prim("const", "psk.const", (0, 0), _const, attr_kinds={"value": "str"}),
-    Prim("to_real", "psk.to_real", (1, 1), _to_real, kinds=("index",)),
+    Prim(
+        "const",
+        "psk.const",
+        (0, 0),
+        _const,
+        attr_kinds={"value": "str"},
+        reference=lambda ap, xs: np.array(exact.mpfr(ap.attrs["value"]), dtype=object),
+    ),
+    Prim(
+        "to_real",
+        "psk.to_real",
+        (1, 1),
+        _to_real,
+        kinds=("index",),
+        reference=lambda ap, xs: exact.exact(xs[0]),
+    ),
 ]

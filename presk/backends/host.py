@@ -1,0 +1,141 @@
+"""The host program: PSK-Core functions evaluated over runtime values.
+
+Calls, folds over stacked layers, records and tuples are the host's; each primitive is
+handed to the executor (`apply`), which computes it its own way: exactly (the
+reference) or as kernels in a machine type. Every executor therefore shares one host,
+one call-path scheme for its random draws, and one way of reporting bad data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import gmpy2
+
+from presk.errors import PreskError, RuntimeDataError, Span, UsageError
+from presk.ir.program import Function, Op, Program
+from presk.runtime import rng
+from presk.runtime.values import Tensor, Value
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """What a run adds to a call: training mode, the step and seed keying its draws."""
+
+    training: bool = False
+    step: int = 0
+    seed: int = 0
+
+
+Apply = Callable[[Op, list[Value], CallContext, Callable[[], object]], Tensor]
+
+
+def _span(loc: str) -> Span | None:
+    parts = loc.rsplit(":", 2)
+    if len(parts) != 3 or not parts[1].isdigit():
+        return None
+    return Span(parts[0], int(parts[1]), int(parts[2]))
+
+
+def _source_line(span: Span | None) -> str | None:
+    if span is None:
+        return None
+    try:
+        with open(span.file, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+        return lines[span.line - 1] if 0 < span.line <= len(lines) else None
+    except OSError:
+        return None
+
+
+_DOMAIN_ERRORS = (gmpy2.InvalidOperationError, gmpy2.DivisionByZeroError, gmpy2.OverflowResultError)
+
+
+class Host:
+    def __init__(self, program: Program, apply: Apply):
+        self.program = program
+        self.apply = apply
+
+    def call(self, name: str, args: list[Value], ctx: CallContext, path: str = "") -> Value:
+        return self._run(self.program.functions[name], args, ctx, path)
+
+    def _run(self, fn: Function, args: list[Value], ctx: CallContext, path: str) -> Value:
+        slots: list = [None] * fn.slots
+        slots[: len(args)] = args
+        for i, op in enumerate(fn.ops):
+            ins = [slots[j] for j in op.ins]
+            try:
+                slots[op.out] = self._op(fn, i, op, ins, ctx, path)
+            except PreskError as e:
+                if e.span is None and op.loc:
+                    e.span = _span(op.loc)
+                    e.source_line = _source_line(e.span)
+                    if op.site:
+                        e.message = f"{e.message} (at {op.site})"
+                raise
+            except _DOMAIN_ERRORS as e:
+                span = _span(op.loc)
+                kind = type(e).__name__.replace("Error", "").replace("Result", "")
+                what = op.prim.name if op.prim else op.name
+                raise RuntimeDataError(
+                    f"{what} has no real value here ({kind}) at {op.site}",
+                    code="E8001",
+                    span=span,
+                    source_line=_source_line(span),
+                ) from None
+        return slots[fn.result]
+
+    def _op(self, fn: Function, i: int, op: Op, ins: list, ctx: CallContext, path: str) -> Value:
+        name = op.name
+        if op.prim is not None:
+            where = f"{path}/{op.site}"
+
+            def draw(where=where):
+                return rng.generator(ctx.seed, f"{op.prim.name}/{ctx.step}{where}")
+
+            return self.apply(op, ins, ctx, draw)
+        if name == "psk.field":
+            return ins[0][op.attrs["name"]]
+        if name == "psk.record_empty":
+            return {}
+        if name == "psk.set_field":
+            return {**ins[0], op.attrs["name"]: ins[1]}
+        if name == "psk.tuple_empty":
+            return ()
+        if name == "psk.tuple_append":
+            return (*ins[0], ins[1])
+        if name == "psk.get":
+            return ins[0][op.attrs["index"]]
+        if name == "func.call":
+            return self._run(
+                self.program.functions[op.callee], ins, ctx, f"{path}/{fn.site_prefix}@{i}"
+            )
+        if name == "psk.fold":
+            stack, carry = ins
+            callee = self.program.functions[op.callee]
+            for layer in range(_layers(stack)):
+                carry = self._run(
+                    callee,
+                    [_layer(stack, layer), carry],
+                    ctx,
+                    f"{path}/{fn.site_prefix}@{i}[{layer}]",
+                )
+            return carry
+        if name in ("psk.grad", "psk.vjp"):
+            raise UsageError(f"{name} must be expanded by the psk-vjp pass before it runs")
+        raise AssertionError(f"the host cannot run {name}")
+
+
+def _layers(stack: Value) -> int:
+    while not isinstance(stack, Tensor):
+        stack = next(iter(stack.values())) if isinstance(stack, dict) else stack[0]
+    return stack.data.shape[0]
+
+
+def _layer(stack: Value, layer: int) -> Value:
+    if isinstance(stack, Tensor):
+        return Tensor(stack.type.with_axes(stack.type.axes[1:]), stack.data[layer])
+    if isinstance(stack, dict):
+        return {k: _layer(v, layer) for k, v in stack.items()}
+    return tuple(_layer(v, layer) for v in stack)

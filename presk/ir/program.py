@@ -1,0 +1,155 @@
+"""A PSK-Core module read once into plain Python, for the executors.
+
+Walking MLIR through the bindings costs microseconds an access; an executor runs a
+function many times, so it reads each `func.func` once into a list of `Op`s over
+numbered slots. The MLIR module stays the program of record: this is a read-only view.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mlir import ir
+
+from presk.ir.core import psk_type, site_of, string_attr
+from presk.ir.types import PskType
+from presk.prims import by_op, read_attrs
+from presk.prims.base import Attrs, Prim
+
+
+@dataclass(frozen=True)
+class Op:
+    name: str  # the MLIR op name, e.g. "psk.add", "func.call"
+    ins: tuple[int, ...]  # operand slots
+    out: int  # result slot
+    type: PskType
+    attrs: Attrs
+    prim: Prim | None = None
+    site: str | None = None
+    callee: str | None = None
+    let: str | None = None  # the `let` name the op was bound to, if any
+    loc: str = ""  # file:line:col of the source expression
+
+
+@dataclass(frozen=True)
+class Function:
+    name: str
+    site_prefix: str  # "Linear.apply": what sites in this function start with
+    arg_names: tuple[str, ...]
+    arg_types: tuple[PskType, ...]
+    result_type: PskType
+    ops: tuple[Op, ...]
+    result: int  # slot of the returned value
+    slots: int  # number of slots (arguments first)
+
+
+@dataclass
+class Program:
+    functions: dict[str, Function]
+    entry: str
+    attrs: dict = field(default_factory=dict)  # psk.program, psk.dims, psk.params, psk.bounds
+
+    @property
+    def entry_function(self) -> Function:
+        return self.functions[self.entry]
+
+    @property
+    def param_specs(self) -> list[dict]:
+        return self.attrs.get("psk.params", [])
+
+
+def _python(attr: ir.Attribute):
+    """A builtin attribute (the bindings give it downcast) as a plain Python value."""
+    if isinstance(attr, (ir.StringAttr, ir.IntegerAttr, ir.FlatSymbolRefAttr)):
+        return attr.value
+    if isinstance(attr, ir.DenseI64ArrayAttr):
+        return list(attr)
+    if isinstance(attr, ir.ArrayAttr):
+        return [_python(x) for x in attr]
+    if isinstance(attr, ir.DictAttr):
+        return {attr[i].name: _python(attr[i].attr) for i in range(len(attr))}
+    return str(attr)
+
+
+def _location(loc: ir.Location) -> str:
+    try:
+        if loc.is_a_file():
+            return f"{loc.filename}:{loc.start_line}:{loc.start_col}"
+    except Exception:  # noqa: BLE001 - a location kind the bindings cannot describe
+        pass
+    return ""
+
+
+def _read_function(f) -> Function:
+    block = f.regions[0].blocks[0]
+    slots: dict = {}
+    for arg in block.arguments:
+        slots[arg] = len(slots)
+    names = []
+    if "arg_attrs" in f.attributes:
+        for d in ir.ArrayAttr(f.attributes["arg_attrs"]):
+            names.append(ir.StringAttr(ir.DictAttr(d)["psk.name"]).value)
+    else:
+        names = [f"arg{i}" for i in range(len(slots))]
+    ops, result = [], None
+    for op in block.operations:
+        op = op.operation
+        ins = tuple(slots[v] for v in op.operands)
+        if op.name == "func.return":
+            result = ins[0]
+            continue
+        out = len(slots)
+        slots[op.results[0]] = out
+        prim = by_op(op.name)
+        attrs = read_attrs(prim, op) if prim is not None else {}
+        callee = None
+        if "callee" in op.attributes:
+            callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
+        if op.name in ("psk.field", "psk.set_field"):
+            attrs = {"name": string_attr(op, "name")}
+        elif op.name == "psk.get":
+            attrs = {"index": ir.IntegerAttr(op.attributes["index"]).value}
+        ops.append(
+            Op(
+                name=op.name,
+                ins=ins,
+                out=out,
+                type=psk_type(op.results[0]),
+                attrs=attrs,
+                prim=prim,
+                site=site_of(op),
+                callee=callee,
+                let=string_attr(op, "psk.name"),
+                loc=_location(op.location),
+            )
+        )
+    ftype = ir.FunctionType(ir.TypeAttr(f.attributes["function_type"]).value)
+    prefix = string_attr(f, "psk.function") or ir.StringAttr(f.attributes["sym_name"]).value
+    return Function(
+        name=ir.StringAttr(f.attributes["sym_name"]).value,
+        site_prefix=prefix,
+        arg_names=tuple(names),
+        arg_types=tuple(psk_type(t) for t in ftype.inputs),
+        result_type=psk_type(ftype.results[0]),
+        ops=tuple(ops),
+        result=result,
+        slots=len(slots),
+    )
+
+
+def read_program(module: ir.Module) -> Program:
+    """Every function of a PSK-Core module, and its entry and module attributes."""
+    functions = {}
+    for op in module.body.operations:
+        op = op.operation
+        if op.name == "func.func":
+            fn = _read_function(op)
+            functions[fn.name] = fn
+    attrs = {}
+    mod_attrs = module.operation.attributes
+    for i in range(len(mod_attrs)):
+        named = mod_attrs[i]
+        if named.name.startswith("psk."):
+            attrs[named.name] = _python(named.attr)
+    entry = attrs.get("psk.entry") or next(iter(functions))
+    return Program(functions, entry, attrs)

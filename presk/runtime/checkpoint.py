@@ -1,0 +1,56 @@
+"""Checkpoints: a parameter tree (and optimiser state) in a `.psk.d` container.
+
+The arrays are the parameter leaves by dotted path, float64, in the program's order;
+`meta` records the program, entry, dims and consts they were written for. A checkpoint
+is read only into exactly the layout the program has: the same paths with the same
+shapes (E9005 otherwise, naming the first difference).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from presk.errors import FileFormatError
+from presk.ir.types import PskType
+from presk.ir.types import leaves as leaf_types
+from presk.runtime import pskd
+from presk.runtime.values import Tensor, Value, build, leaves
+
+
+def save(path: str, params: Value, meta: dict, extra: dict[str, Value] | None = None) -> None:
+    """Write `params` (and named extra trees such as optimiser moments) to `path`."""
+    arrays = {f"params/{p}": np.asarray(t.data, dtype=np.float64) for p, t in leaves(params)}
+    for name, tree in (extra or {}).items():
+        for p, t in leaves(tree):
+            arrays[f"{name}/{p}"] = np.asarray(t.data)
+    pskd.write(path, pskd.Container("checkpoint", meta, arrays))
+
+
+def load(path: str, param_type: PskType, prefix: str = "params") -> tuple[Value, pskd.Container]:
+    """The parameter tree stored at `path`, refused unless it is the program's layout."""
+    c = pskd.read(path)
+    if c.kind != "checkpoint":
+        raise FileFormatError(f"{path}: a {c.kind} file, not a checkpoint", code="E9005")
+    return tree_from(c, param_type, prefix, path), c
+
+
+def tree_from(c: pskd.Container, t: PskType, prefix: str, path: str) -> Value:
+    stored = {k[len(prefix) + 1 :]: v for k, v in c.arrays.items() if k.startswith(prefix + "/")}
+    want = dict(leaf_types(t))
+    for p, leaf in want.items():
+        if p not in stored:
+            raise FileFormatError(
+                f"{path}: has no parameter {p} ({leaf.text()}) of this program", code="E9005"
+            )
+        if tuple(stored[p].shape) != leaf.shape:
+            raise FileFormatError(
+                f"{path}: parameter {p} has shape {list(stored[p].shape)}, "
+                f"the program's is {list(leaf.shape)}",
+                code="E9005",
+            )
+    extra = sorted(set(stored) - set(want))
+    if extra:
+        raise FileFormatError(
+            f"{path}: has parameter {extra[0]}, which this program lacks", code="E9005"
+        )
+    return build(t, lambda p, leaf: Tensor(leaf, stored[p].astype(np.float64)))

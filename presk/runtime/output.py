@@ -1,0 +1,80 @@
+"""Printing and writing a run's output: text with axes, JSON with every digit, npz."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+
+import numpy as np
+
+from presk.fileio import write_atomic
+from presk.prims import exact
+from presk.runtime.values import Tensor, Value, leaves
+
+
+def _float64(t: Tensor) -> np.ndarray:
+    if t.data.dtype == object:
+        return exact.to_float64(t.data)
+    return np.asarray(t.data, dtype=np.float64)
+
+
+def text(value: Value) -> str:
+    """Each tensor with its type, values shown as float64 (JSON has every digit)."""
+    out = []
+    for path, t in leaves(value):
+        head = f"{path} : {t.type.text()}" if path else t.type.text()
+        out.append(head)
+        data = _float64(t) if t.type.kind == "real" else np.asarray(t.data)
+        out.append(np.array2string(data, precision=8, max_line_width=100, threshold=2000))
+    return "\n".join(out) + "\n"
+
+
+def digits_for(t: Tensor, bits: int | None) -> int:
+    """Significant decimal digits that identify a value of this buffer's precision."""
+    if t.data.dtype == object:
+        return math.ceil((bits or 256) * math.log10(2)) + 1
+    return {np.dtype(np.float64): 17, np.dtype(np.float32): 9}.get(t.data.dtype, 5)
+
+
+def _decimal(x, digits: int) -> str:
+    return format(x, f".{digits - 1}e")
+
+
+def json_value(value: Value, bits: int | None) -> object:
+    if isinstance(value, Tensor):
+        t = value
+        if t.type.kind == "real":
+            d = digits_for(t, bits)
+            data = t.data if t.data.dtype == object else np.asarray(t.data, dtype=np.float64)
+            values = np.vectorize(lambda x: _decimal(x, d), otypes=[object])(data).tolist()
+        else:
+            values = np.asarray(t.data).tolist()
+        return {
+            "type": t.type.text(),
+            "kind": t.type.kind,
+            "shape": list(t.type.shape),
+            "axes": [a.name for a in t.type.axes],
+            "values": values,
+        }
+    if isinstance(value, dict):
+        return {"fields": {k: json_value(v, bits) for k, v in value.items()}}
+    return {"items": [json_value(v, bits) for v in value]}
+
+
+def json_text(value: Value, header: dict, bits: int | None) -> str:
+    return (
+        json.dumps({**header, "output": json_value(value, bits)}, indent=1, ensure_ascii=False)
+        + "\n"
+    )
+
+
+def write_npz(path: str, value: Value) -> None:
+    """Every leaf as a float64 (or int64, bool) array named by its path (`output` for a
+    single tensor), written atomically."""
+    arrays = {}
+    for p, t in leaves(value):
+        arrays[p or "output"] = _float64(t) if t.type.kind == "real" else np.asarray(t.data)
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    write_atomic(path, buf.getvalue())
