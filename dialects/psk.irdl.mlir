@@ -7,6 +7,9 @@
 //   !psk.record<["w", "b"], [T1, T2]>           a record (parameter trees, named results)
 //   tuples are builtin `tuple<...>`
 //
+// `psk.dropout` may carry `psk.key`: the site whose draws it repeats (a derivative's).
+// Calls, folds and derivatives carry `psk.callsite`, which keys the draws inside them.
+//
 // IRDL checks arity and the kinds of operands; the named-axis rules of every op live in
 // presk/prims (run by the `psk-verify` pass). Every compute op carries `psk.site`
 // ("<function>/%<n>"), the key realizations, envelopes and plans use.
@@ -163,6 +166,14 @@ irdl.dialect @psk {
     irdl.operands(lhs: %v0, rhs: %v1)
     irdl.results(res: %v2)
   }
+  // lhs raised to rhs
+  irdl.operation @pow {
+    %v0 = irdl.base @psk::@real
+    %v1 = irdl.base @psk::@real
+    %v2 = irdl.base @psk::@real
+    irdl.operands(lhs: %v0, rhs: %v1)
+    irdl.results(res: %v2)
+  }
   // lhs > rhs, a mask
   irdl.operation @gt {
     %v0 = irdl.base @psk::@real
@@ -285,6 +296,64 @@ irdl.dialect @psk {
     irdl.results(res: %v1)
     irdl.attributes { "rate" = %a0 }
   }
+  // ---- derivatives (psk-vjp emits them; docs/language.md, Differentiation)
+  // Σ over rhs's trailing axes of ct · rhs: the lhs cotangent of a dot
+  irdl.operation @dot_vjp_l {
+    %v0 = irdl.base @psk::@real
+    %v1 = irdl.base @psk::@real
+    %v2 = irdl.base @psk::@real
+    irdl.operands(ct: %v0, rhs: %v1)
+    irdl.results(res: %v2)
+  }
+  // Σ over lhs's leading axes, as one, of lhs · ct: the rhs cotangent of a dot
+  irdl.operation @dot_vjp_r {
+    %v0 = irdl.base @psk::@real
+    %v1 = irdl.base @psk::@real
+    %v2 = irdl.base @psk::@real
+    irdl.operands(lhs: %v0, ct: %v1)
+    irdl.results(res: %v2)
+  }
+  // x repeated along the axes of `like` at positions `axes`
+  irdl.operation @expand {
+    %v0 = irdl.base @psk::@real
+    %v1 = irdl.any
+    %v2 = irdl.base @psk::@real
+    %a0 = irdl.base "#builtin.dense_array"
+    irdl.operands(x: %v0, like: %v1)
+    irdl.results(res: %v2)
+    irdl.attributes { "axes" = %a0 }
+  }
+  // ct at the last maximum of x along `axes`, 0 elsewhere
+  irdl.operation @reduce_max_vjp {
+    %v0 = irdl.base @psk::@real
+    %v1 = irdl.base @psk::@real
+    %v2 = irdl.base @psk::@real
+    %a0 = irdl.base "#builtin.dense_array"
+    irdl.operands(x: %v0, ct: %v1)
+    irdl.results(res: %v2)
+    irdl.attributes { "axes" = %a0 }
+  }
+  // (softmax(logits) - onehot(targets)) · ct
+  irdl.operation @cross_entropy_vjp {
+    %v0 = irdl.base @psk::@real
+    %v1 = irdl.base @psk::@index
+    %v2 = irdl.base @psk::@real
+    %v3 = irdl.base @psk::@real
+    %a0 = irdl.base "#builtin.integer"
+    irdl.operands(logits: %v0, targets: %v1, ct: %v2)
+    irdl.results(res: %v3)
+    irdl.attributes { "axis" = %a0 }
+  }
+  // ct's rows added into a table of `rows` rows at the tokens, in order
+  irdl.operation @embed_vjp {
+    %v0 = irdl.base @psk::@real
+    %v1 = irdl.base @psk::@index
+    %v2 = irdl.base @psk::@real
+    %a0 = irdl.base "#builtin.integer"
+    irdl.operands(ct: %v0, tokens: %v1)
+    irdl.results(res: %v2)
+    irdl.attributes { "rows" = %a0 }
+  }
   // ---- axis plumbing
   // [..., S, D] -> [..., heads: H, S, hd: D/H]
   irdl.operation @split_heads {
@@ -378,6 +447,27 @@ irdl.dialect @psk {
     %v2 = irdl.any
     %a0 = irdl.base "#builtin.symbol_ref"
     irdl.operands(stack: %v0, carry: %v1)
+    irdl.results(res: %v2)
+    irdl.attributes { "callee" = %a0 }
+  }
+  // a fold whose callee returns (carry, residuals): gives (carry, the layers' residuals)
+  irdl.operation @fold_fwd {
+    %v0 = irdl.base @psk::@record
+    %v1 = irdl.any
+    %v2 = irdl.base "!builtin.tuple"
+    %a0 = irdl.base "#builtin.symbol_ref"
+    irdl.operands(stack: %v0, carry: %v1)
+    irdl.results(res: %v2)
+    irdl.attributes { "callee" = %a0 }
+  }
+  // the reverse fold: callee(residuals_l, ct) -> (layer cotangent, carry cotangent) from
+  // the last layer to the first; gives (the stacked layer cotangents, the carry's)
+  irdl.operation @fold_bwd {
+    %v0 = irdl.base "!builtin.tuple"
+    %v1 = irdl.any
+    %v2 = irdl.base "!builtin.tuple"
+    %a0 = irdl.base "#builtin.symbol_ref"
+    irdl.operands(residuals: %v0, ct: %v1)
     irdl.results(res: %v2)
     irdl.attributes { "callee" = %a0 }
   }

@@ -12,9 +12,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import gmpy2
+import numpy as np
 
 from presk.errors import PreskError, RuntimeDataError, Span, UsageError
 from presk.ir.program import Function, Op, Program
+from presk.ir.types import Axis
 from presk.runtime import rng
 from presk.runtime.values import Tensor, Value
 
@@ -63,10 +65,10 @@ class Host:
     def _run(self, fn: Function, args: list[Value], ctx: CallContext, path: str) -> Value:
         slots: list = [None] * fn.slots
         slots[: len(args)] = args
-        for i, op in enumerate(fn.ops):
+        for op in fn.ops:
             ins = [slots[j] for j in op.ins]
             try:
-                slots[op.out] = self._op(fn, i, op, ins, ctx, path)
+                slots[op.out] = self._op(op, ins, ctx, path)
             except PreskError as e:
                 if e.span is None and op.loc:
                     e.span = _span(op.loc)
@@ -86,7 +88,7 @@ class Host:
                 ) from None
         return slots[fn.result]
 
-    def _op(self, fn: Function, i: int, op: Op, ins: list, ctx: CallContext, path: str) -> Value:
+    def _op(self, op: Op, ins: list, ctx: CallContext, path: str) -> Value:
         name = op.name
         if op.prim is not None:
             where = f"{path}/{op.site}"
@@ -108,20 +110,31 @@ class Host:
         if name == "psk.get":
             return ins[0][op.attrs["index"]]
         if name == "func.call":
-            return self._run(
-                self.program.functions[op.callee], ins, ctx, f"{path}/{fn.site_prefix}@{i}"
-            )
+            return self._run(self.program.functions[op.callee], ins, ctx, f"{path}/{op.callsite}")
         if name == "psk.fold":
             stack, carry = ins
             callee = self.program.functions[op.callee]
             for layer in range(_layers(stack)):
-                carry = self._run(
-                    callee,
-                    [_layer(stack, layer), carry],
-                    ctx,
-                    f"{path}/{fn.site_prefix}@{i}[{layer}]",
-                )
+                where = f"{path}/{op.callsite}[{layer}]"
+                carry = self._run(callee, [_layer(stack, layer), carry], ctx, where)
             return carry
+        if name == "psk.fold_fwd":  # the callee returns (carry, residuals) a layer
+            stack, carry = ins
+            callee = self.program.functions[op.callee]
+            saved = []
+            for layer in range(_layers(stack)):
+                where = f"{path}/{op.callsite}[{layer}]"
+                carry, res = self._run(callee, [_layer(stack, layer), carry], ctx, where)
+                saved.append(res)
+            return (carry, tuple(saved))
+        if name == "psk.fold_bwd":  # the callee maps (residuals, ct) to (layer ct, carry ct)
+            saved, ct = ins
+            callee = self.program.functions[op.callee]
+            layers = [None] * len(saved)
+            for layer in reversed(range(len(saved))):
+                where = f"{path}/{op.callsite}[{layer}]"
+                layers[layer], ct = self._run(callee, [saved[layer], ct], ctx, where)
+            return (_stacked(layers), ct)
         if name in ("psk.grad", "psk.vjp"):
             raise UsageError(f"{name} must be expanded by the psk-vjp pass before it runs")
         raise AssertionError(f"the host cannot run {name}")
@@ -131,6 +144,17 @@ def _layers(stack: Value) -> int:
     while not isinstance(stack, Tensor):
         stack = next(iter(stack.values())) if isinstance(stack, dict) else stack[0]
     return stack.data.shape[0]
+
+
+def _stacked(layers: list[Value]) -> Value:
+    """Values of one type, one a layer, as a stack: every leaf with a leading layer axis."""
+    first = layers[0]
+    if isinstance(first, Tensor):
+        data = np.stack([t.data for t in layers])
+        return Tensor(first.type.with_axes((Axis(None, len(layers)), *first.type.axes)), data)
+    if isinstance(first, dict):
+        return {k: _stacked([v[k] for v in layers]) for k in first}
+    return tuple(_stacked([v[i] for v in layers]) for i in range(len(first)))
 
 
 def _layer(stack: Value, layer: int) -> Value:

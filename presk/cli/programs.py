@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from presk import stages
 from presk.errors import UsageError
 from presk.front import ast
 from presk.front.bindings import parse_assignments, parse_entry
@@ -9,6 +10,7 @@ from presk.front.check import check_program
 from presk.front.elaborate import Elaborated, elaborate
 from presk.front.parser import parse
 from presk.ir.context import new_context
+from presk.stages import REMATS
 
 
 def add_program_args(p, entry_required: bool = True) -> None:
@@ -26,6 +28,12 @@ def add_program_args(p, entry_required: bool = True) -> None:
         metavar="NAME=N",
         help="bind a const of the entry's module (repeatable)",
     )
+    p.add_argument(
+        "--remat",
+        choices=REMATS,
+        default="store",
+        help="a derivative's residuals: store the forward's values (default) or recompute them",
+    )
 
 
 def read_program(path: str) -> ast.Program:
@@ -42,8 +50,10 @@ def read_program(path: str) -> ast.Program:
 
 
 def elaborate_args(args, program: ast.Program | None = None) -> Elaborated:
-    """The entry named by `args`, elaborated into a PSK-Core module."""
+    """The entry named by `args`, elaborated into PSK-Core, its derivatives expanded."""
     program = program or read_program(args.file)
     dims = parse_assignments(args.dim, "--dim", "E3004")
     consts = parse_assignments(args.const, "--const", "E3007")
-    return elaborate(program, parse_entry(args.entry), dims, consts, new_context())
+    elaborated = elaborate(program, parse_entry(args.entry), dims, consts, new_context())
+    stages.core(elaborated.module, getattr(args, "remat", "store"))
+    return elaborated

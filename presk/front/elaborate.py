@@ -16,11 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from mlir import ir
-from mlir.dialects import func
 
 from presk.errors import BindingError, SourceError, Span, source_error
 from presk.front import ast
 from presk.front.bindings import MAX_SIZE, Entry, check_dims, entry_consts, resolve_entry
+from presk.ir.build import FuncBuilder, V
 from presk.ir.types import (
     REAL_SCALAR,
     Axis,
@@ -43,14 +43,6 @@ INIT_KINDS = {"zeros": (), "ones": (), "normal": ("scale",), "uniform": ("scale"
 
 
 # ---- compile-time values ------------------------------------------------------------------
-
-
-@dataclass
-class V:
-    """A value of the function being built."""
-
-    value: ir.Value
-    type: PskType
 
 
 @dataclass
@@ -309,7 +301,11 @@ class Elaborator:
         fn = ref.fn
         if isinstance(fn, ast.FnAlias):
             target = self.alias_target(ref)
-            return self.declared_arg_types(target.of, span, what)
+            types = self.declared_arg_types(target.of, span, what)
+            if isinstance(target, VjpRef):  # f.vjp takes f's arguments and a cotangent
+                of = FnRef(target.of.inst, target.of.fn, None)
+                types.append(self.signature(of, types, span).result)
+            return types
         consts = ref.inst.consts if ref.inst else {}
         out = []
         for p in fn.params:
@@ -449,10 +445,10 @@ class FunctionBuilder:
         self.consts = ref.inst.consts if ref.inst else {}
         self.prefix = elab.site_prefix(ref)
         self.env: dict[str, Value] = {}
-        self.count = 0
+        self.calls = 0
         self.params: V | None = None
         self.fields: dict[str, V] = {}
-        self.block = None
+        self.fb: FuncBuilder | None = None
         self.probe = probe  # only resolving names (an alias's target), building nothing
 
     def err(self, code: str, message: str, span: Span) -> SourceError:
@@ -479,76 +475,55 @@ class FunctionBuilder:
                         f"argument {p.name} of {self.prefix} is {want.text()}, not {t.text()}",
                         self.call_span,
                     )
-        inputs = ([self.inst.params] if self.inst else []) + list(self.arg_types)
-        names = (["params"] if self.inst else []) + [p.name for p in fn.params]
-        func_op = self.begin(inputs, names)
-        args = list(self.block.arguments)
-        if self.inst:
-            self.params = V(args.pop(0), self.inst.params)
-        for p, a, t in zip(fn.params, args, self.arg_types, strict=True):
-            self.env[p.name] = V(a, t)
-        with ir.InsertionPoint(self.block):
-            for let in fn.lets:
-                self.let(let)
-            result = self.value(self.expr(fn.result), fn.result.span)
-            if fn.ret is not None:
-                want = self.elab.type(fn.ret, self.consts)
-                if want != result.type:
-                    raise self.err(
-                        "E2008",
-                        f"{self.prefix} returns {result.type.text()}, not {want.text()}",
-                        fn.ret.span,
-                    )
-            func.ReturnOp([result.value], loc=self.elab.location(fn.result.span))
-        return self.finish(func_op, inputs, result.type)
+        args = self.begin([p.name for p in fn.params])
+        for p, a in zip(fn.params, args, strict=True):
+            self.env[p.name] = a
+        for let in fn.lets:
+            self.let(let)
+        result = self.value(self.expr(fn.result), fn.result.span)
+        if fn.ret is not None:
+            want = self.elab.type(fn.ret, self.consts)
+            if want != result.type:
+                raise self.err(
+                    "E2008",
+                    f"{self.prefix} returns {result.type.text()}, not {want.text()}",
+                    fn.ret.span,
+                )
+        return self.finish(result, fn.result.span)
 
     def build_alias(self, fn: ast.FnAlias) -> Signature:
         target = self.elab.alias_target(self.ref)
-        inputs = ([self.inst.params] if self.inst else []) + list(self.arg_types)
         arg_names = (
             [p.name for p in target.of.fn.params] if isinstance(target.of.fn, ast.FnDef) else []
         )
+        if isinstance(target, VjpRef):
+            arg_names.append("ct")
         if len(arg_names) != len(self.arg_types):
             arg_names = [f"x{i}" for i in range(len(self.arg_types))]
-        func_op = self.begin(inputs, (["params"] if self.inst else []) + arg_names)
-        args = list(self.block.arguments)
+        vals = self.begin(arg_names)
         if self.inst:
-            self.params = V(args[0], self.inst.params)
             target = type(target)(FnRef(target.of.inst, target.of.fn, self.params, target.of.stack))
-        vals = [
-            V(a, t) for a, t in zip(args[1:] if self.inst else args, self.arg_types, strict=True)
-        ]
-        with ir.InsertionPoint(self.block):
-            result = self.call(target, vals, fn.value.span)
-            func.ReturnOp([result.value], loc=self.elab.location(fn.value.span))
-        return self.finish(func_op, inputs, result.type)
+        result = self.call(target, vals, fn.value.span)
+        return self.finish(result, fn.value.span)
 
-    def begin(self, inputs: list[PskType], names: list[str]):
+    def begin(self, names: list[str]) -> list[V]:
+        """Start the func: the parameter record (of a module function) and the arguments."""
         elab = self.elab
-        with ir.InsertionPoint(elab.module.body), elab.location(self.ref.fn.span):
-            ftype = ir.FunctionType.get([elab.mlir_type(t) for t in inputs], [])
-            func_op = func.FuncOp(self.symbol, ftype)
-            self.block = func_op.add_entry_block()
-        func_op.attributes["psk.function"] = ir.StringAttr.get(self.prefix, elab.ctx)
-        func_op.attributes["arg_attrs"] = ir.ArrayAttr.get(
-            [
-                ir.DictAttr.get({"psk.name": ir.StringAttr.get(n, elab.ctx)}, elab.ctx)
-                for n in names
-            ],
-            elab.ctx,
+        inputs = list(zip(names, self.arg_types, strict=True))
+        if self.inst:
+            inputs.insert(0, ("params", self.inst.params))
+        self.fb = FuncBuilder(
+            elab.module, self.symbol, inputs, self.prefix, elab.location(self.ref.fn.span)
         )
-        return func_op
+        args = list(self.fb.args)
+        if self.inst:
+            self.params = args.pop(0)
+        return args
 
-    def finish(self, func_op, inputs: list[PskType], result: PskType) -> Signature:
-        elab = self.elab
-        func_op.attributes["function_type"] = ir.TypeAttr.get(
-            ir.FunctionType.get(
-                [elab.mlir_type(t) for t in inputs], [elab.mlir_type(result)], elab.ctx
-            )
-        )
-        return Signature(
-            self.symbol, self.inst.params if self.inst else None, list(self.arg_types), result
-        )
+    def finish(self, result: V, span: Span) -> Signature:
+        self.fb.ret(result, self.elab.location(span))
+        params = self.inst.params if self.inst else None
+        return Signature(self.symbol, params, list(self.arg_types), result.type)
 
     # ---- emitting ops ----
     def emit(
@@ -560,19 +535,7 @@ class FunctionBuilder:
         span: Span,
         site: bool = True,
     ) -> V:
-        elab = self.elab
-        attributes = dict(attrs)
-        if site:
-            attributes["psk.site"] = ir.StringAttr.get(f"{self.prefix}/%{self.count}", elab.ctx)
-            self.count += 1
-        new = ir.Operation.create(
-            op,
-            results=[elab.mlir_type(result)],
-            operands=[o.value for o in operands],
-            attributes=attributes,
-            loc=elab.location(span),
-        )
-        return V(new.result, result)
+        return self.fb.op(op, operands, result, attrs, site, self.elab.location(span))
 
     def apply(self, prim_name: str, operands: list[V], statics: list, span: Span) -> V:
         """One primitive on tensors, typed by its rule."""
@@ -587,8 +550,7 @@ class FunctionBuilder:
         return self.emit(prim.op, operands, result, mattrs, span)
 
     def const(self, text: str, span: Span) -> V:
-        with self.elab.ctx:
-            return self.emit("psk.const", [], REAL_SCALAR, {"value": ir.StringAttr.get(text)}, span)
+        return self.fb.const(text, self.elab.location(span))
 
     # ---- statements ----
     def let(self, let: ast.Let) -> None:
@@ -770,16 +732,7 @@ class FunctionBuilder:
         if self.probe:
             return V(None, self.inst.params.field(name))  # type: ignore[arg-type]
         if name not in self.fields:
-            t = self.inst.params.field(name)
-            with self.elab.ctx:
-                self.fields[name] = self.emit(
-                    "psk.field",
-                    [self.params],
-                    t,
-                    {"name": ir.StringAttr.get(name)},
-                    span,
-                    site=False,
-                )
+            self.fields[name] = self.record_field(self.params, name, span)
         return self.fields[name]
 
     def field(self, obj: Value, name: str, span: Span) -> Value:
@@ -803,44 +756,18 @@ class FunctionBuilder:
         return self.record_field(v, name, span)
 
     def record_field(self, v: V, name: str, span: Span) -> V:
-        with self.elab.ctx:
-            return self.emit(
-                "psk.field",
-                [v],
-                v.type.field(name),
-                {"name": ir.StringAttr.get(name)},
-                span,
-                site=False,
-            )
+        return self.fb.field(v, name, self.elab.location(span))
 
     def get(self, v: V, index: int, span: Span) -> V:
         if not isinstance(v.type, TupleType) or not 0 <= index < len(v.type.items):
             raise self.err("E2016", f"{v.type.text()} has no item {index}", span)
-        with self.elab.ctx:
-            attrs = {"index": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), index)}
-            return self.emit("psk.get", [v], v.type.items[index], attrs, span, site=False)
+        return self.fb.get(v, index, self.elab.location(span))
 
     def tuple(self, vals: list[V], span: Span) -> V:
-        t = self.emit("psk.tuple_empty", [], TupleType(()), {}, span, site=False)
-        for v in vals:
-            t = self.emit(
-                "psk.tuple_append", [t, v], TupleType((*t.type.items, v.type)), {}, span, site=False
-            )
-        return t
+        return self.fb.tuple(vals, self.elab.location(span))
 
     def record(self, names: list[str], vals: list[V], span: Span) -> V:
-        r = self.emit("psk.record_empty", [], RecordType(()), {}, span, site=False)
-        for n, v in zip(names, vals, strict=True):
-            with self.elab.ctx:
-                r = self.emit(
-                    "psk.set_field",
-                    [r, v],
-                    RecordType((*r.type.fields, (n, v.type))),
-                    {"name": ir.StringAttr.get(n)},
-                    span,
-                    site=False,
-                )
-        return r
+        return self.fb.record(names, vals, self.elab.location(span))
 
     def binop(self, e: ast.BinOp) -> Value:
         lhs, rhs = self.expr(e.lhs), self.expr(e.rhs)
@@ -932,19 +859,20 @@ class FunctionBuilder:
             vals = [self.value(a, s) for a, s in zip(args, spans, strict=True)]
             sig = self.elab.signature(callee, [v.type for v in vals], span)
             operands = ([callee.params] if callee.inst else []) + vals
-            new = ir.Operation.create(
-                "func.call",
-                results=[self.elab.mlir_type(sig.result)],
-                operands=[o.value for o in operands],
-                attributes={"callee": ir.FlatSymbolRefAttr.get(sig.symbol, self.elab.ctx)},
-                loc=self.elab.location(span),
+            return self.fb.call(
+                sig.symbol, operands, sig.result, self.callsite(), loc=self.elab.location(span)
             )
-            return V(new.result, sig.result)
         if isinstance(callee, (GradRef, VjpRef)):
             return self.call_derivative(
                 callee, [self.value(a, s) for a, s in zip(args, spans, strict=True)], span
             )
         raise self.err("E2014", "only functions and primitives can be called", span)
+
+    def callsite(self) -> str:
+        """The next call of this function: it keys the draws of what the call runs."""
+        site = f"{self.prefix}/%c{self.calls}"
+        self.calls += 1
+        return site
 
     def call_prim(self, ref: PrimRef, args: list[Value], span: Span, spans: list[Span]) -> V:
         name = ref.name
@@ -999,9 +927,10 @@ class FunctionBuilder:
                 f"{carry.type.text()}, not {sig.result.text()}",
                 e.span,
             )
-        with self.elab.ctx:
-            attrs = {"callee": ir.FlatSymbolRefAttr.get(sig.symbol)}
-        return self.emit("psk.fold", [f.params, carry], carry.type, attrs, e.span, site=False)
+        loc = self.elab.location(e.span)
+        return self.fb.call(
+            sig.symbol, [f.params, carry], carry.type, self.callsite(), "psk.fold", loc
+        )
 
     def call_derivative(self, ref: GradRef | VjpRef, vals: list[V], span: Span) -> V:
         f = ref.of
@@ -1014,8 +943,7 @@ class FunctionBuilder:
         sig = self.elab.signature(FnRef(f.inst, f.fn, None), [v.type for v in args], span)
         inputs = ([f.params] if f.inst else []) + args
         packed = self.tuple(inputs, span)
-        with self.elab.ctx:
-            attrs = {"callee": ir.FlatSymbolRefAttr.get(sig.symbol)}
+        loc, callsite = self.elab.location(span), self.callsite()
         if isinstance(ref, GradRef):
             if sig.result != REAL_SCALAR:
                 raise self.err(
@@ -1028,13 +956,13 @@ class FunctionBuilder:
                     "E2003", "grad of a function without parameters needs an argument", span
                 )
             result = f.inst.params if f.inst else args[0].type
-            return self.emit("psk.grad", [packed], result, attrs, span)
+            return self.fb.call(sig.symbol, [packed], result, callsite, "psk.grad", loc)
         if ct.type != sig.result:
             raise self.err(
                 "E2008", f"the cotangent must be {sig.result.text()}, not {ct.type.text()}", span
             )
         result = TupleType(tuple(v.type for v in inputs))
-        return self.emit("psk.vjp", [packed, ct], result, attrs, span)
+        return self.fb.call(sig.symbol, [packed, ct], result, callsite, "psk.vjp", loc)
 
 
 def _structure(t: PskType):

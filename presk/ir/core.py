@@ -18,6 +18,8 @@ STRUCTURAL_OPS = frozenset(
         "psk.tuple_append",
         "psk.get",
         "psk.fold",
+        "psk.fold_fwd",
+        "psk.fold_bwd",
         "psk.grad",
         "psk.vjp",
     }

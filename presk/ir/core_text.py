@@ -54,7 +54,6 @@ class _Printer:
         self.func = func_op
         self.names: dict = {}
         self.lines: list[str] = []
-        self.calls = 0
 
     def ref(self, value: ir.Value) -> str:
         if value in self.names:
@@ -112,28 +111,26 @@ class _Printer:
         if name == "func.return":
             self.lines.append(f"  return {self.ref(op.operands[0])}")
             return
-        if name in ("func.call", "psk.fold"):
-            res = f"%c{self.calls}"
-            self.calls += 1
+        callsite = string_attr(op, "psk.callsite")
+        if callsite is not None:  # calls, folds and derivatives
+            res = "%" + callsite.rsplit("%", 1)[1]
             callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
-            args = ", ".join(self.ref(v) for v in op.operands)
-            word = "call" if name == "func.call" else "fold"
+            operands = list(op.operands)
+            args = []
+            if name in ("psk.grad", "psk.vjp"):  # their arguments come packed in a tuple
+                args = self._tuple_items(operands.pop(0).owner.operation)
+            args += [self.ref(v) for v in operands]
+            word = {"func.call": "call"}.get(name, name.split(".", 1)[1])
             self.names[op.results[0]] = res
-            self.lines.append(
-                f"  {res} = {word} {callee}({args}) : {psk_type(op.results[0]).text()}"
-            )
+            result = psk_type(op.results[0]).text()
+            self.lines.append(f"  {res} = {word} {callee}({', '.join(args)}) : {result}")
             return
         site = site_of(op)
-        res = "%" + site.rsplit("%", 1)[1] if site else f"%c{self.calls}"
+        res = "%" + site.rsplit("%", 1)[1] if site else f"%v{len(self.names)}"
         self.names[op.results[0]] = res
         prim = name.split(".", 1)[1]
         if name == "psk.const":
             body = f"const {string_attr(op, 'value')}"
-        elif name in ("psk.grad", "psk.vjp"):
-            callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
-            args = self._tuple_items(op.operands[0].owner.operation)
-            args += [self.ref(v) for v in op.operands[1:]]
-            body = f"{prim} {callee}(" + ", ".join(args) + ")"
         else:
             body = f"{prim}{_statics(op)} " + ", ".join(self.ref(v) for v in op.operands)
         line = f"  {res} = {body.rstrip()} : {psk_type(op.results[0]).text()}"

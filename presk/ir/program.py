@@ -27,6 +27,8 @@ class Op:
     prim: Prim | None = None
     site: str | None = None
     callee: str | None = None
+    callsite: str | None = None  # a call's or fold's key in its function (draws inside it)
+    key: str | None = None  # the site whose draws a derivative's dropout repeats
     let: str | None = None  # the `let` name the op was bound to, if any
     loc: str = ""  # file:line:col of the source expression
 
@@ -119,6 +121,8 @@ def _read_function(f) -> Function:
                 prim=prim,
                 site=site_of(op),
                 callee=callee,
+                callsite=string_attr(op, "psk.callsite"),
+                key=string_attr(op, "psk.key"),
                 let=string_attr(op, "psk.name"),
                 loc=_location(op.location),
             )
@@ -137,16 +141,18 @@ def _read_function(f) -> Function:
     )
 
 
-def read_program(module: ir.Module) -> Program:
-    """Every function of a PSK-Core module, and its entry and module attributes."""
+def read_program(module) -> Program:
+    """Every function of a PSK-Core module (an `ir.Module` or its `builtin.module` op),
+    and its entry and module attributes."""
+    module_op = module.operation
     functions = {}
-    for op in module.body.operations:
+    for op in module_op.regions[0].blocks[0].operations:
         op = op.operation
         if op.name == "func.func":
             fn = _read_function(op)
             functions[fn.name] = fn
     attrs = {}
-    mod_attrs = module.operation.attributes
+    mod_attrs = module_op.attributes
     for i in range(len(mod_attrs)):
         named = mod_attrs[i]
         if named.name.startswith("psk."):

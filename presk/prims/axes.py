@@ -136,6 +136,56 @@ def _mask_ref(ap: Apply, xs: list):
     return np.arange(m)[None, :] <= np.arange(n)[:, None]
 
 
+# ---- expand: the adjoint of a reduction ----------------------------------------------
+# expand[axes](x, like): x repeated along the axes of `like` at positions `axes`, which x
+# lacks (x's axes are like's without them).
+
+
+def _expand(types, attrs) -> TensorType:
+    x, like = types
+    drop = set(attrs["axes"])
+    rest = tuple(a for i, a in enumerate(like.axes) if i not in drop)
+    if rest != x.axes:
+        raise TypingError(f"expand: {x.text()} is not {like.text()} without axes {sorted(drop)}")
+    return TensorType("real", like.axes)
+
+
+def _expand_ref(ap: Apply, xs: list):
+    return np.broadcast_to(np.expand_dims(xs[0], tuple(ap.attrs["axes"])), ap.out_type.shape).copy()
+
+
+# ---- adjoints ---------------------------------------------------------------------------
+
+
+def _split_vjp(e, ins, out, ct, need):
+    return [e.conform(e.prim("merge_heads", [ct]), ins[0]) if need[0] else None]
+
+
+def _merge_vjp(e, ins, out, ct, need):
+    heads = ins[0].type.axes[-3].size
+    return [e.conform(e.prim("split_heads", [ct], {"heads": heads}), ins[0]) if need[0] else None]
+
+
+def _rename_vjp(e, ins, out, ct, need):
+    return [e.conform(ct, ins[0]) if need[0] else None]
+
+
+def _broadcast_like_vjp(e, ins, out, ct, need):
+    return [e.unbroadcast(ct, ins[0]) if need[0] else None, None]
+
+
+def _sum_to_vjp(e, ins, out, ct, need):
+    return [e.prim("broadcast_like", [ct, ins[0]]) if need[0] else None, None]
+
+
+def _expand_vjp(e, ins, out, ct, need):
+    return [e.prim("sum", [ct], {"axes": list(e.attrs["axes"])}) if need[0] else None, None]
+
+
+def _flat(e, ins, out, ct, need):
+    return [None] * len(ins)
+
+
 PRIMS = [
     Prim(
         "split_heads",
@@ -145,8 +195,9 @@ PRIMS = [
         bind=_split_bind,
         attr_kinds={"heads": "i64"},
         reference=_split_ref,
+        vjp=_split_vjp,
     ),
-    Prim("merge_heads", "psk.merge_heads", (1, 1), _merge, reference=_merge_ref),
+    Prim("merge_heads", "psk.merge_heads", (1, 1), _merge, reference=_merge_ref, vjp=_merge_vjp),
     Prim(
         "rename",
         "psk.rename",
@@ -156,6 +207,7 @@ PRIMS = [
         attr_kinds={"names": "strs"},
         kinds=("any",),
         reference=lambda ap, xs: xs[0],
+        vjp=_rename_vjp,
     ),
     Prim(
         "broadcast_like",
@@ -164,8 +216,27 @@ PRIMS = [
         _broadcast_like,
         kinds=("real", "any"),
         reference=_broadcast_like_ref,
+        vjp=_broadcast_like_vjp,
     ),
-    Prim("sum_to", "psk.sum_to", (2, 2), _sum_to, kinds=("real", "any"), reference=_sum_to_ref),
+    Prim(
+        "sum_to",
+        "psk.sum_to",
+        (2, 2),
+        _sum_to,
+        kinds=("real", "any"),
+        reference=_sum_to_ref,
+        vjp=_sum_to_vjp,
+    ),
+    Prim(
+        "expand",
+        "psk.expand",
+        (2, 2),
+        _expand,
+        attr_kinds={"axes": "i64s"},
+        kinds=("real", "any"),
+        reference=_expand_ref,
+        vjp=_expand_vjp,
+    ),
     Prim(
         "causal_mask",
         "psk.causal_mask",
@@ -174,5 +245,6 @@ PRIMS = [
         bind=_mask_bind,
         attr_kinds={"names": "strs", "sizes": "i64s"},
         reference=_mask_ref,
+        vjp=_flat,
     ),
 ]

@@ -94,6 +94,10 @@ class Prim:
     # The exact reference: (application, operand buffers) -> result buffer, exact reals
     # as object arrays of MPFR numbers at the run's precision (presk/prims/exact.py).
     reference: Callable[[Apply, list], object] | None = None
+    # The adjoint, as PSK-Core ops: (emitter, operands, result, cotangent, need) -> one
+    # cotangent per operand, None where `need` is False or the operand has none. The
+    # emitter (passes/psk_vjp.py) builds ops and knows the forward op's attributes.
+    vjp: Callable[..., list] | None = None
     doc: str = ""
 
     def operand_kind(self, i: int) -> str:

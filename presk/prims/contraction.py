@@ -111,9 +111,86 @@ def _ein_ref(ap: Apply, xs: list):
     return np.broadcast_to(exact.contract(flat[0], flat[1]), ap.out_type.shape).copy()
 
 
+# ---- the two derivatives of dot -------------------------------------------------------
+# For y = a · b with a: A + [K] and b: [K] + J (A and J runs of axes):
+#   dot_vjp_l(ct, b) = Σ_J ct[A, J] · b[K, J]   : A + [K]   (J summed in row-major order)
+#   dot_vjp_r(a, ct) = Σ_A a[A, K] · ct[A, J]   : [K] + J   (A summed as one K, row-major)
+
+
+def _vjp_l(types, attrs) -> TensorType:
+    ct, b = types
+    j = b.rank - 1
+    if b.rank == 0 or ct.rank < j or ct.axes[ct.rank - j :] != b.axes[1:]:
+        raise TypingError(
+            f"dot_vjp_l: {ct.text()} does not end in the axes of {b.text()} after its first"
+        )
+    return TensorType(
+        "real", check_unique_names(ct.axes[: ct.rank - j] + b.axes[:1], "dot_vjp_l's result")
+    )
+
+
+def _vjp_r(types, attrs) -> TensorType:
+    a, ct = types
+    i = a.rank - 1
+    if a.rank == 0 or ct.rank < i or ct.axes[:i] != a.axes[:-1]:
+        raise TypingError(
+            f"dot_vjp_r: {ct.text()} does not start with the axes of {a.text()} before its last"
+        )
+    return TensorType("real", check_unique_names(a.axes[-1:] + ct.axes[i:], "dot_vjp_r's result"))
+
+
+def _vjp_l_ref(ap: Apply, xs: list):
+    ct, b = xs
+    k = b.shape[0]
+    ct2 = ct.reshape(-1, int(np.prod(b.shape[1:], dtype=np.int64)))
+    return exact.contract(ct2[:, None, :], b.reshape(k, -1)[None, :, :]).reshape(ap.out_type.shape)
+
+
+def _vjp_r_ref(ap: Apply, xs: list):
+    a, ct = xs
+    k = a.shape[-1]
+    a2 = a.reshape(-1, k)
+    ct2 = ct.reshape(a2.shape[0], -1)
+    return exact.contract(a2.T[:, None, :], ct2.T[None, :, :]).reshape(ap.out_type.shape)
+
+
+def _dot_vjp(e, ins, out, ct, need):
+    a, b = ins
+    return [
+        e.conform(e.prim("dot_vjp_l", [ct, b]), a) if need[0] else None,
+        e.conform(e.prim("dot_vjp_r", [a, ct]), b) if need[1] else None,
+    ]
+
+
+def _renamed(e, v, names):
+    return e.prim("rename", [v], {"names": names})
+
+
+def _matmul_vjp(e, ins, out, ct, need):
+    # through ein, with every axis given a name of its own
+    a, b = ins
+    batch = [f"_b{i}" for i in range(a.type.rank - 2)]
+    an, bn, cn = batch + ["_i", "_k"], batch + ["_k", "_j"], batch + ["_i", "_j"]
+    ra, rb, rc = _renamed(e, a, an), _renamed(e, b, bn), _renamed(e, ct, cn)
+    return [
+        e.conform(e.prim("ein", [rc, rb], {"axes": an}), a) if need[0] else None,
+        e.conform(e.prim("ein", [ra, rc], {"axes": bn}), b) if need[1] else None,
+    ]
+
+
+def _ein_vjp(e, ins, out, ct, need):
+    a, b = ins
+    return [
+        e.prim("ein", [ct, b], {"axes": list(a.type.names)}) if need[0] else None,
+        e.prim("ein", [a, ct], {"axes": list(b.type.names)}) if need[1] else None,
+    ]
+
+
 PRIMS = [
-    Prim("dot", "psk.dot", (2, 2), _dot, reference=_dot_ref),
-    Prim("matmul", "psk.matmul", (2, 2), _matmul, reference=_matmul_ref),
+    Prim("dot", "psk.dot", (2, 2), _dot, reference=_dot_ref, vjp=_dot_vjp),
+    Prim("matmul", "psk.matmul", (2, 2), _matmul, reference=_matmul_ref, vjp=_matmul_vjp),
+    Prim("dot_vjp_l", "psk.dot_vjp_l", (2, 2), _vjp_l, reference=_vjp_l_ref),
+    Prim("dot_vjp_r", "psk.dot_vjp_r", (2, 2), _vjp_r, reference=_vjp_r_ref),
     Prim(
         "ein",
         "psk.ein",
@@ -122,5 +199,6 @@ PRIMS = [
         bind=_ein_bind,
         attr_kinds={"axes": "strs"},
         reference=_ein_ref,
+        vjp=_ein_vjp,
     ),
 ]

@@ -15,7 +15,7 @@ from presk.prims import exact
 from presk.prims.base import Apply, Number, Prim, TypingError, aligned, broadcast_axes
 
 UNARY = ("neg", "exp", "log", "sqrt", "tanh", "sin", "cos", "erf", "abs", "gelu", "relu", "sign")
-BINARY = ("add", "sub", "mul", "div", "max")
+BINARY = ("add", "sub", "mul", "div", "max", "pow")
 
 
 def _same(types, attrs) -> TensorType:
@@ -89,6 +89,7 @@ _BINARY_REF = {
     "mul": lambda a, b: a * b,
     "div": lambda a, b: a / b,
     "max": lambda a, b: np.where((a >= b).astype(bool), a, b),
+    "pow": lambda a, b: a**b,
 }
 
 
@@ -102,6 +103,103 @@ def _select_ref(ap: Apply, xs: list):
     return np.broadcast_to(np.where(c, a, b), ap.out_type.shape).copy()
 
 
+# ---- adjoints -----------------------------------------------------------------------
+
+
+def _gelu_slope(e, a):
+    # Φ(a) + a·φ(a) = (1 + erf(a / √2)) / 2 + a · exp(−(a·a) / 2) / √(2π)
+    scaled = e.prim("div", [a, e.const("sqrt(2)")])
+    cdf = e.prim("div", [e.prim("add", [e.const("1"), e.prim("erf", [scaled])]), e.const("2")])
+    half_square = e.prim("div", [e.prim("mul", [a, a]), e.const("2")])
+    pdf = e.prim("div", [e.prim("exp", [e.prim("neg", [half_square])]), e.const("sqrt(2 * pi)")])
+    return e.prim("add", [cdf, e.prim("mul", [a, pdf])])
+
+
+def _erf_slope(e, a):
+    # 2/√π · exp(−a·a)
+    return e.prim(
+        "mul", [e.const("2 / sqrt(pi)"), e.prim("exp", [e.prim("neg", [e.prim("mul", [a, a])])])]
+    )
+
+
+_UNARY_VJP = {
+    "neg": lambda e, a, y, ct: e.prim("neg", [ct]),
+    "exp": lambda e, a, y, ct: e.prim("mul", [ct, y]),
+    "log": lambda e, a, y, ct: e.prim("div", [ct, a]),
+    "sqrt": lambda e, a, y, ct: e.prim("div", [ct, e.prim("mul", [e.const("2"), y])]),
+    "tanh": lambda e, a, y, ct: e.prim(
+        "mul", [ct, e.prim("sub", [e.const("1"), e.prim("mul", [y, y])])]
+    ),
+    "sin": lambda e, a, y, ct: e.prim("mul", [ct, e.prim("cos", [a])]),
+    "cos": lambda e, a, y, ct: e.prim("neg", [e.prim("mul", [ct, e.prim("sin", [a])])]),
+    "erf": lambda e, a, y, ct: e.prim("mul", [ct, _erf_slope(e, a)]),
+    "abs": lambda e, a, y, ct: e.prim("mul", [ct, e.prim("sign", [a])]),
+    "gelu": lambda e, a, y, ct: e.prim("mul", [ct, _gelu_slope(e, a)]),
+    "relu": lambda e, a, y, ct: e.prim(
+        "where", [e.prim("gt", [a, e.const("0")]), ct, e.const("0")]
+    ),
+}
+
+
+def _unary_vjp(name):
+    rule = _UNARY_VJP.get(name)
+    if rule is None:  # sign: flat almost everywhere
+        return lambda e, ins, out, ct, need: [None]
+    return lambda e, ins, out, ct, need: [rule(e, ins[0], out, ct) if need[0] else None]
+
+
+def _binary_parts(name, e, a, b, out, ct):
+    """The cotangents of a and b before summing back to their shapes, as thunks."""
+    if name == "add":
+        return (lambda: ct), (lambda: ct)
+    if name == "sub":
+        return (lambda: ct), (lambda: e.prim("neg", [ct]))
+    if name == "mul":
+        return (lambda: e.prim("mul", [ct, b])), (lambda: e.prim("mul", [ct, a]))
+    if name == "div":
+        return (
+            lambda: e.prim("div", [ct, b]),
+            lambda: e.prim("neg", [e.prim("div", [e.prim("mul", [ct, out]), b])]),
+        )
+    if name == "max":  # ties go to a, as the forward picks a
+        b_wins = e.prim("gt", [b, a])
+        return (
+            lambda: e.prim("where", [b_wins, e.const("0"), ct]),
+            lambda: e.prim("where", [b_wins, ct, e.const("0")]),
+        )
+    # pow: d(a^b) = b·a^b/a da + a^b·log(a) db
+    return (
+        lambda: e.prim("mul", [ct, e.prim("div", [e.prim("mul", [b, out]), a])]),
+        lambda: e.prim("mul", [ct, e.prim("mul", [out, e.prim("log", [a])])]),
+    )
+
+
+def _binary_vjp(name):
+    def rule(e, ins, out, ct, need):
+        a, b = ins
+        da, db = _binary_parts(name, e, a, b, out, ct)
+        return [
+            e.unbroadcast(da(), a) if need[0] else None,
+            e.unbroadcast(db(), b) if need[1] else None,
+        ]
+
+    return rule
+
+
+def _select_vjp(e, ins, out, ct, need):
+    c, a, b = ins
+    return [
+        None,
+        e.unbroadcast(e.prim("where", [c, ct, e.const("0")]), a) if need[1] else None,
+        e.unbroadcast(e.prim("where", [c, e.const("0"), ct]), b) if need[2] else None,
+    ]
+
+
+def _dropout_vjp(e, ins, out, ct, need):
+    # the same mask as the forward: the same rate, drawn from the forward op's key
+    return [e.prim("dropout", [ct], dict(e.attrs), extra=e.key_of_forward()) if need[0] else None]
+
+
 PRIMS = [
     Prim(
         n,
@@ -110,16 +208,41 @@ PRIMS = [
         _same,
         elementwise=True,
         reference=lambda ap, xs, f=_UNARY_REF[n]: f(xs[0]),
+        vjp=_unary_vjp(n),
     )
     for n in UNARY
 ]
 PRIMS += [
-    Prim(n, f"psk.{n}", (2, 2), _broadcast, elementwise=True, reference=_binary_ref(_BINARY_REF[n]))
+    Prim(
+        n,
+        f"psk.{n}",
+        (2, 2),
+        _broadcast,
+        elementwise=True,
+        reference=_binary_ref(_BINARY_REF[n]),
+        vjp=_binary_vjp(n),
+    )
     for n in BINARY
 ]
 PRIMS += [
-    Prim("gt", "psk.gt", (2, 2), _compare, reference=_gt_ref, doc="a > b, as a mask"),
-    Prim("where", "psk.select", (3, 3), _select, kinds=("bool", "real"), reference=_select_ref),
+    Prim(
+        "gt",
+        "psk.gt",
+        (2, 2),
+        _compare,
+        reference=_gt_ref,
+        vjp=lambda e, ins, out, ct, need: [None, None],
+        doc="a > b, as a mask",
+    ),
+    Prim(
+        "where",
+        "psk.select",
+        (3, 3),
+        _select,
+        kinds=("bool", "real"),
+        reference=_select_ref,
+        vjp=_select_vjp,
+    ),
 ]
 
 
@@ -152,5 +275,6 @@ PRIMS.append(
         bind=_rate_bind,
         attr_kinds={"rate": "str"},
         reference=_dropout_ref,
+        vjp=_dropout_vjp,
     )
 )

@@ -90,6 +90,53 @@ def _argmax_ref(ap: Apply, xs: list):
     return row_argmax(np.moveaxis(xs[0], ap.attrs["axis"], -1))
 
 
+def _max_vjp_type(types, attrs) -> TensorType:
+    x, ct = types
+    if len(attrs["axes"]) != 1:
+        raise TypingError("the derivative of max is taken over one axis")
+    if without(x, attrs["axes"]) != ct:
+        raise TypingError(f"reduce_max_vjp: {ct.text()} is not {x.text()} without its reduced axis")
+    return x
+
+
+def _max_vjp_ref(ap: Apply, xs: list):
+    x, ct = xs
+    axis = ap.attrs["axes"][0]
+    idx = row_argmax(np.moveaxis(x, axis, -1))
+    out = np.full(np.moveaxis(x, axis, -1).shape, exact.mpfr(0), dtype=object)
+    np.put_along_axis(out, idx[..., None], ct[..., None], axis=-1)
+    return np.moveaxis(out, -1, axis).copy()
+
+
+# ---- adjoints ---------------------------------------------------------------------------
+
+
+def _sum_vjp(e, ins, out, ct, need):
+    return [e.prim("expand", [ct, ins[0]], {"axes": list(e.attrs["axes"])}) if need[0] else None]
+
+
+def _mean_vjp(e, ins, out, ct, need):
+    count = 1
+    for a in e.attrs["axes"]:
+        count *= ins[0].type.axes[a].size
+    scaled = e.prim("div", [ct, e.const(str(count))])
+    return [
+        e.prim("expand", [scaled, ins[0]], {"axes": list(e.attrs["axes"])}) if need[0] else None
+    ]
+
+
+def _max_vjp(e, ins, out, ct, need):
+    # the whole cotangent goes to the last of equal maxima, the element max read
+    return [
+        e.prim("reduce_max_vjp", [ins[0], ct], {"axes": list(e.attrs["axes"])}) if need[0] else None
+    ]
+
+
+def _no_vjp(e, ins, out, ct, need):
+    return [None] * len(ins)
+
+
+_AXES = {"axes": "i64s"}
 PRIMS = [
     Prim(
         "sum",
@@ -97,8 +144,9 @@ PRIMS = [
         (1, 1),
         _reduce,
         bind=_bind_axes,
-        attr_kinds={"axes": "i64s"},
+        attr_kinds=_AXES,
         reference=_sum_ref,
+        vjp=_sum_vjp,
     ),
     Prim(
         "mean",
@@ -106,8 +154,9 @@ PRIMS = [
         (1, 1),
         _reduce,
         bind=_bind_axes,
-        attr_kinds={"axes": "i64s"},
+        attr_kinds=_AXES,
         reference=_mean_ref,
+        vjp=_mean_vjp,
     ),
     Prim(
         "reduce_max",
@@ -115,8 +164,17 @@ PRIMS = [
         (1, 1),
         _reduce,
         bind=_bind_axes,
-        attr_kinds={"axes": "i64s"},
+        attr_kinds=_AXES,
         reference=_max_ref,
+        vjp=_max_vjp,
+    ),
+    Prim(
+        "reduce_max_vjp",
+        "psk.reduce_max_vjp",
+        (2, 2),
+        _max_vjp_type,
+        attr_kinds=_AXES,
+        reference=_max_vjp_ref,
     ),
     Prim(
         "argmax",
@@ -126,5 +184,6 @@ PRIMS = [
         bind=one_axis,
         attr_kinds={"axis": "i64"},
         reference=_argmax_ref,
+        vjp=_no_vjp,
     ),
 ]

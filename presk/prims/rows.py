@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from presk.errors import RuntimeDataError
-from presk.ir.types import TensorType
+from presk.ir.types import Axis, TensorType
 from presk.prims import exact
 from presk.prims.base import (
     Apply,
@@ -131,7 +131,95 @@ def _embed_ref(ap: Apply, xs: list):
     return np.take(table, tokens, axis=0)
 
 
+# ---- derivatives -------------------------------------------------------------------------
+# cross_entropy_vjp[ax](logits, targets, ct) = (softmax(logits) − onehot(targets)) · ct, the
+# cotangent repeated along the axis; embed_vjp[rows](ct, tokens) adds each position's row
+# of ct into row tokens[p] of a table of `rows` rows, positions in row-major order.
+
+
+def _ce_vjp_type(types, attrs) -> TensorType:
+    logits, targets, ct = types
+    _cross_entropy([logits, targets], attrs)
+    if ct.axes != targets.axes:
+        raise TypingError(
+            f"cross_entropy_vjp: the cotangent {ct.text()} does not fit {targets.text()}"
+        )
+    return logits
+
+
+def _ce_vjp_ref(ap: Apply, xs: list):
+    axis = ap.attrs["axis"]
+    y = np.moveaxis(xs[0], axis, -1)
+    t, ct = xs[1], xs[2]
+    check_indices(t, y.shape[-1], "target")
+    p = _softmax_rows(y, None)
+    onehot = np.arange(y.shape[-1]) == t[..., None]
+    d = np.where(onehot, p - 1, p)
+    return np.moveaxis(d * ct[..., None], -1, axis).copy()
+
+
+def _embed_vjp_type(types, attrs) -> TensorType:
+    ct, tokens = types
+    if ct.axes[: tokens.rank] != tokens.axes:
+        raise TypingError(f"embed_vjp: {ct.text()} does not start with the axes of {tokens.text()}")
+    return TensorType("real", (Axis(None, attrs["rows"]),) + ct.axes[tokens.rank :])
+
+
+def _embed_vjp_ref(ap: Apply, xs: list):
+    ct, tokens = xs
+    rows = ap.attrs["rows"]
+    check_indices(tokens, rows, "token")
+    out = np.full(ap.out_type.shape, exact.mpfr(0), dtype=object)
+    flat_ct = ct.reshape((-1,) + ct.shape[tokens.ndim :])
+    for p, tok in enumerate(tokens.reshape(-1)):
+        out[tok] = out[tok] + flat_ct[p]
+    return out
+
+
+def _softmax_vjp(e, ins, out, ct, need):
+    # y · (ct − Σ_axis ct·y)
+    axes = [e.attrs["axis"]]
+    s = e.prim("sum", [e.prim("mul", [ct, out])], {"axes": axes})
+    d = e.prim("mul", [out, e.prim("sub", [ct, e.prim("expand", [s, out], {"axes": axes})])])
+    return [d if need[0] else None] + [None] * (len(ins) - 1)
+
+
+def _ce_vjp(e, ins, out, ct, need):
+    return [
+        e.prim("cross_entropy_vjp", [ins[0], ins[1], ct], dict(e.attrs)) if need[0] else None,
+        None,
+    ]
+
+
+def _embed_vjp(e, ins, out, ct, need):
+    table = ins[0]
+    d = e.prim("embed_vjp", [ct, ins[1]], {"rows": table.type.axes[0].size})
+    return [e.conform(d, table) if need[0] else None, None]
+
+
+def _no_vjp(e, ins, out, ct, need):
+    return [None] * len(ins)
+
+
 PRIMS = [
+    Prim(
+        "cross_entropy_vjp",
+        "psk.cross_entropy_vjp",
+        (3, 3),
+        _ce_vjp_type,
+        attr_kinds={"axis": "i64"},
+        kinds=("real", "index", "real"),
+        reference=_ce_vjp_ref,
+    ),
+    Prim(
+        "embed_vjp",
+        "psk.embed_vjp",
+        (2, 2),
+        _embed_vjp_type,
+        attr_kinds={"rows": "i64"},
+        kinds=("real", "index"),
+        reference=_embed_vjp_ref,
+    ),
     Prim(
         "softmax",
         "psk.softmax",
@@ -141,6 +229,7 @@ PRIMS = [
         attr_kinds={"axis": "i64"},
         kinds=("real", "bool"),
         reference=_softmax_ref,
+        vjp=_softmax_vjp,
     ),
     Prim(
         "cross_entropy",
@@ -151,6 +240,7 @@ PRIMS = [
         attr_kinds={"axis": "i64"},
         kinds=("real", "index"),
         reference=_cross_entropy_ref,
+        vjp=_ce_vjp,
     ),
     Prim(
         "sample",
@@ -160,6 +250,15 @@ PRIMS = [
         bind=one_axis,
         attr_kinds={"axis": "i64"},
         reference=_sample_ref,
+        vjp=_no_vjp,
     ),
-    Prim("embed", "psk.embed", (2, 2), _embed, kinds=("real", "index"), reference=_embed_ref),
+    Prim(
+        "embed",
+        "psk.embed",
+        (2, 2),
+        _embed,
+        kinds=("real", "index"),
+        reference=_embed_ref,
+        vjp=_embed_vjp,
+    ),
 ]

@@ -8,53 +8,21 @@ exact value; `uniform(scale = a)` is (2u − 1) · a with u uniform in [0, 1).
 
 from __future__ import annotations
 
-import ast as pyast
-
 import gmpy2
 import numpy as np
 
 from presk.errors import BindingError
 from presk.ir.program import Function, Program
 from presk.ir.types import PskType, TensorType
+from presk.prims.values import const_value
 from presk.runtime import rng
 from presk.runtime.values import Tensor, Value, build
-
-_FUNCS = {"sqrt": gmpy2.sqrt, "exp": gmpy2.exp, "log": gmpy2.log}
 
 
 def eval_const(text: str) -> float:
     """An initializer argument (`1 / sqrt(3)`), evaluated exactly and rounded to float64."""
-
-    def ev(node):
-        if isinstance(node, pyast.Expression):
-            return ev(node.body)
-        if isinstance(node, pyast.Constant) and isinstance(node.value, (int, float)):
-            return (
-                gmpy2.mpfr(repr(node.value))
-                if isinstance(node.value, float)
-                else gmpy2.mpfr(node.value)
-            )
-        if isinstance(node, pyast.UnaryOp) and isinstance(node.op, pyast.USub):
-            return -ev(node.operand)
-        if isinstance(node, pyast.BinOp):
-            a, b = ev(node.left), ev(node.right)
-            ops = {
-                pyast.Add: a.__add__,
-                pyast.Sub: a.__sub__,
-                pyast.Mult: a.__mul__,
-                pyast.Div: a.__truediv__,
-            }
-            return ops[type(node.op)](b)
-        if (
-            isinstance(node, pyast.Call)
-            and isinstance(node.func, pyast.Name)
-            and node.func.id in _FUNCS
-        ):
-            return _FUNCS[node.func.id](ev(node.args[0]))
-        raise ValueError(f"not an initializer argument: {text!r}")
-
     with gmpy2.context(precision=256):
-        return float(ev(pyast.parse(text, mode="eval")))
+        return float(const_value(text))
 
 
 def _init_leaf(spec: dict, t: TensorType, seed: int) -> np.ndarray:
