@@ -166,6 +166,13 @@ irdl.dialect @psk {
     irdl.operands(lhs: %v0, rhs: %v1)
     irdl.results(res: %v2)
   }
+  irdl.operation @min {
+    %v0 = irdl.base @psk::@real
+    %v1 = irdl.base @psk::@real
+    %v2 = irdl.base @psk::@real
+    irdl.operands(lhs: %v0, rhs: %v1)
+    irdl.results(res: %v2)
+  }
   // lhs raised to rhs
   irdl.operation @pow {
     %v0 = irdl.base @psk::@real

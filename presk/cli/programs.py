@@ -9,17 +9,20 @@ from presk.front.bindings import parse_assignments, parse_entry
 from presk.front.check import check_program
 from presk.front.elaborate import Elaborated, elaborate
 from presk.front.parser import parse
+from presk.front.prelude import with_prelude
 from presk.ir.context import new_context
 from presk.stages import REMATS
 
 
-def add_program_args(p, entry_required: bool = True) -> None:
+def add_program_args(p, entry_required: bool = True, default_entry: str | None = None) -> None:
     p.add_argument("file", help="the .psk program")
     p.add_argument(
         "--entry",
-        required=entry_required,
+        required=entry_required and default_entry is None,
+        default=default_entry,
         metavar="E",
-        help="the function to run: fn, Module.fn or 'Module{c1, c2}.fn'",
+        help="the function to run: fn, Module.fn or 'Module{c1, c2}.fn'"
+        + (f" (default {default_entry})" if default_entry else ""),
     )
     p.add_argument("--dim", action="append", metavar="NAME=N", help="bind a dim (repeatable)")
     p.add_argument(
@@ -44,7 +47,7 @@ def read_program(path: str) -> ast.Program:
         raise UsageError(f"cannot read {path}: {e.strerror}") from None
     except UnicodeDecodeError:
         raise UsageError(f"cannot read {path}: not UTF-8 text") from None
-    program = parse(text, path)
+    program = with_prelude(parse(text, path))
     check_program(program)
     return program
 

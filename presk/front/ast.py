@@ -207,6 +207,7 @@ class ModuleDef(Node):
 class DimDecl(Node):
     names: list[str]
     spans: list[Span] = field(default_factory=list)  # where each name is written
+    defaults: dict[str, int] = field(default_factory=dict)  # `dim N = 32`: N unless bound
 
 
 @dataclass
@@ -220,7 +221,12 @@ class Program:
     file: str
     text: str
     dims: list[tuple[str, Span]] = field(default_factory=list)
+    dim_defaults: dict[str, int] = field(default_factory=dict)
     modules: dict[str, ModuleDef] = field(default_factory=dict)
     functions: dict[str, FnDef | FnAlias] = field(default_factory=dict)
     precision: PrecisionDecl | None = None
     items: list[Node] = field(default_factory=list)  # in source order, for dumps
+    sources: dict[str, str] = field(default_factory=dict)  # file -> text, the prelude's too
+
+    def source(self, file: str) -> str:
+        return self.sources.get(file, self.text)

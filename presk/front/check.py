@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from presk.errors import SourceError, Span, source_error
 from presk.front import ast
-from presk.front.elaborate import INIT_KINDS, SPECIAL_FORMS
+from presk.front.elaborate import CONSTANTS, INIT_KINDS, SPECIAL_FORMS
 from presk.prims import by_name
 from presk.prims.base import counted
 
@@ -22,7 +22,8 @@ class _Checker:
         self.dims = {n for n, _ in program.dims}
 
     def err(self, code: str, message: str, span: Span) -> SourceError:
-        return source_error(SourceError, code, message, span.file, self.p.text, span.line, span.col)
+        text = self.p.source(span.file)
+        return source_error(SourceError, code, message, span.file, text, span.line, span.col)
 
     def run(self) -> None:
         self.definitions()
@@ -144,6 +145,10 @@ class _Checker:
             return "value"
         if ident in self.p.functions:
             return self.p.functions[ident]
+        if ident in CONSTANTS:
+            return "value"
+        if ident in self.p.modules:
+            return self.p.modules[ident]
         if ident in SPECIAL_FORMS or (by_name(ident) is not None and ident not in _HIDDEN_PRIMS):
             return "prim"
         raise self.err("E2001", f"unknown name '{ident}'", span)
@@ -154,8 +159,8 @@ class _Checker:
             return self.resolve(e.id, scope, m, e.span)
         if isinstance(e, ast.Field):
             obj = self.expr(e.obj, scope, m)
-            if isinstance(obj, ast.SubDef):
-                target = self.p.modules[obj.module]
+            if isinstance(obj, (ast.SubDef, ast.ModuleDef)):
+                target = self.p.modules[obj.module] if isinstance(obj, ast.SubDef) else obj
                 member = target.member(e.name)
                 if member is None:
                     raise self.err("E2016", f"module {target.name} has no member {e.name}", e.span)

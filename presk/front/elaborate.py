@@ -35,6 +35,7 @@ from presk.prims.base import AxisSpec, Number, Rename, TypingError, counted
 
 # Names the language gives meaning to beyond the primitives' table.
 SPECIAL_FORMS = ("fold", "grad")
+CONSTANTS = ("pi", "π")
 # Language spellings that pick a primitive by what they are given.
 _REDUCING = {"max": "reduce_max"}
 _BINOPS = {"+": "add", "-": "sub", "*": "mul", "/": "div"}
@@ -131,9 +132,8 @@ class Elaborator:
 
     # ---- errors and locations ----
     def error(self, code: str, message: str, span: Span) -> SourceError:
-        return source_error(
-            SourceError, code, message, span.file, self.program.text, span.line, span.col
-        )
+        text = self.program.source(span.file)
+        return source_error(SourceError, code, message, span.file, text, span.line, span.col)
 
     def location(self, span: Span) -> ir.Location:
         return ir.Location.file(span.file, span.line, span.col, context=self.ctx)
@@ -181,7 +181,7 @@ class Elaborator:
                 f"dim {name} is not bound (give --dim {name}=N)",
                 code="E3003",
                 span=span,
-                source_line=_line(self.program.text, span.line),
+                source_line=_line(self.program.source(span.file), span.line),
             )
         return self.dims[name]
 
@@ -726,7 +726,22 @@ class FunctionBuilder:
             and ident not in ("const", "to_real")
         ):
             return PrimRef(ident, None, span)
+        if ident in CONSTANTS:
+            return self.const("pi", span)
+        if ident in self.elab.program.modules:
+            return self.module_ref(self.elab.program.modules[ident], span)
         raise self.err("E2001", f"unknown name '{ident}'", span)
+
+    def module_ref(self, defn: ast.ModuleDef, span: Span) -> SubRef:
+        """A module named directly (`adamw.step`): one without consts or parameters."""
+        if defn.consts:
+            raise self.err("E2014", f"module {defn.name} takes consts: use it through a sub", span)
+        inst = self.elab.instance(defn, {}, span)
+        if inst.params.fields:
+            raise self.err(
+                "E2014", f"module {defn.name} has parameters: use it through a sub", span
+            )
+        return SubRef(inst, self.record([], [], span), None)
 
     def param_field(self, name: str, span: Span) -> V:
         if self.probe:
@@ -983,6 +998,16 @@ class Elaborated:
     signature: Signature
     params: list[dict]  # one per parameter leaf: path, init, its arguments
     arg_bounds: dict[str, int]
+    elaborator: Elaborator
+
+    def instantiate(self, module: str, fn: str, arg_types: list[PskType]) -> Signature:
+        """Elaborate `module.fn` (a module without consts, such as the prelude's `adamw`)
+        at these argument types into the same PSK-Core module."""
+        elab = self.elaborator
+        defn = elab.program.modules[module]
+        with elab.ctx, elab.loc:
+            inst = elab.instance(defn, {}, defn.span)
+            return elab.signature(FnRef(inst, defn.member(fn), None), arg_types, defn.span)
 
 
 def elaborate(
@@ -994,6 +1019,7 @@ def elaborate(
 ) -> Elaborated:
     """Elaborate `entry` of `program` into a PSK-Core module at the given bindings."""
     check_dims(program, dims)
+    dims = {**program.dim_defaults, **dims}
     entry = resolve_entry(program, entry, consts)
     values = entry_consts(program, entry, consts)
     elab = Elaborator(program, dims, ctx)
@@ -1006,7 +1032,7 @@ def elaborate(
         _annotate(elab, entry, sig, inits, bounds)
     if not elab.module.operation.verify():
         raise AssertionError("elaboration produced a module that does not verify")
-    return Elaborated(elab.module, sig.symbol, sig, inits, bounds)
+    return Elaborated(elab.module, sig.symbol, sig, inits, bounds, elab)
 
 
 def _arg_bounds(elab: Elaborator, ref: FnRef) -> dict[str, int]:

@@ -180,6 +180,7 @@ class _Build(Transformer):
             prog.items.append(it)
             if isinstance(it, ast.DimDecl):
                 prog.dims.extend(zip(it.names, it.spans, strict=True))
+                prog.dim_defaults.update(it.defaults)
             elif isinstance(it, ast.ModuleDef):
                 prog.modules.setdefault(it.name, it)
             elif isinstance(it, (ast.FnDef, ast.FnAlias)):
@@ -191,9 +192,15 @@ class _Build(Transformer):
         return prog
 
     @v_args(meta=True)
-    def dim_decl(self, meta, names):
+    def dim_decl(self, meta, items):
+        names = [n for n, _ in items]
         spans = [self._tspan(n) for n in names]
-        return ast.DimDecl(self._span(meta), [str(n) for n in names], spans)
+        defaults = {str(n): int(v) for n, v in items if v is not None}
+        return ast.DimDecl(self._span(meta), [str(n) for n in names], spans, defaults)
+
+    def dim_item(self, children):
+        name, value = children
+        return name, value
 
     @v_args(meta=True)
     def precision_decl(self, meta, children):

@@ -80,7 +80,12 @@ def program(p: ast.Program) -> str:
     out: list[str] = []
     for item in p.items:
         if isinstance(item, ast.DimDecl):
-            out.append("dim " + ", ".join(item.names))
+            out.append(
+                "dim "
+                + ", ".join(
+                    f"{n} = {item.defaults[n]}" if n in item.defaults else n for n in item.names
+                )
+            )
         elif isinstance(item, ast.PrecisionDecl):
             out.append(f"precision = {item.kind}({', '.join(_arg(a) for a in item.args)})")
         elif isinstance(item, (ast.FnDef, ast.FnAlias)):

@@ -7,6 +7,8 @@ so `new_context` is the only place that loads them.
 
 from __future__ import annotations
 
+import sys
+import types
 from importlib import resources
 
 from mlir import ir
@@ -20,8 +22,21 @@ def dialect_path(name: str) -> str:
     return str(resources.files("presk.dialects").joinpath(name))
 
 
+def _python_dialect_modules() -> None:
+    """Empty `mlir.dialects.psk` and `mlir.dialects.psk_kernel` modules.
+
+    Whenever the bindings wrap an op or a type, they import the Python module of its
+    dialect, and an import that fails is tried again every time: a hundredfold slowdown
+    of every access to psk IR. IRDL dialects have no Python classes, so an empty module
+    is the truth.
+    """
+    for name in ("psk", "psk_kernel"):
+        sys.modules.setdefault(f"mlir.dialects.{name}", types.ModuleType(f"mlir.dialects.{name}"))
+
+
 def load_presk_dialects(ctx: ir.Context) -> None:
     """Load psk and psk_kernel into `ctx` unless they are there already."""
+    _python_dialect_modules()
     if ctx.is_registered_operation("psk.add"):
         return
     with ctx, ir.Location.unknown():

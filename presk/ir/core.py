@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterator
 
 from mlir import ir
 
-from presk.ir.types import PskType, parse_mlir_type
+from presk.ir.types import PskType, TupleType, parse_mlir_type
 
 # Ops that move values around without computing: they carry no site.
 STRUCTURAL_OPS = frozenset(
@@ -39,10 +40,23 @@ def walk_ops(root: ir.Operation, prefix: str = "psk.") -> Iterator[ir.Operation]
     return iter(found)
 
 
+# ir.Type -> PskType for each live context: MLIR uniques a context's types, and printing
+# a big one (a derivative's residual tuple) is slow.
+_TYPES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def psk_type(value_or_type) -> PskType:
     """The PSK type of an MLIR value or type."""
     t = value_or_type.type if hasattr(value_or_type, "type") else value_or_type
-    return parse_mlir_type(str(t))
+    cache = _TYPES.setdefault(t.context, {})
+    found = cache.get(t)
+    if found is None:
+        if isinstance(t, ir.TupleType):  # by its parts, never printing the whole
+            found = TupleType(tuple(psk_type(t.get_type(i)) for i in range(t.num_types)))
+        else:
+            found = parse_mlir_type(str(t))
+        cache[t] = found
+    return found
 
 
 def string_attr(op: ir.Operation, name: str) -> str | None:

@@ -2,8 +2,9 @@
 
 Over ℝ: `neg exp log sqrt tanh sin cos erf abs` are the usual functions,
 `gelu(x) = x·Φ(x)` with Φ the normal distribution function (through erf), `relu(x) =
-max(x, 0)`, `sign` (the adjoint of abs); `+ - * /` and `max(a, b)`, and `where(c, a, b)`
-choosing by a mask. They lift over records, tuples and stacks leaf by leaf.
+max(x, 0)`, `sign` (the adjoint of abs); `+ - * /`, `max(a, b)`, `min(a, b)`, `pow(a, b)`
+(aᵇ for a > 0), and `where(c, a, b)` choosing by a mask. They lift over records, tuples
+and stacks leaf by leaf.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from presk.prims import exact
 from presk.prims.base import Apply, Number, Prim, TypingError, aligned, broadcast_axes
 
 UNARY = ("neg", "exp", "log", "sqrt", "tanh", "sin", "cos", "erf", "abs", "gelu", "relu", "sign")
-BINARY = ("add", "sub", "mul", "div", "max", "pow")
+BINARY = ("add", "sub", "mul", "div", "max", "min", "pow")
 
 
 def _same(types, attrs) -> TensorType:
@@ -89,6 +90,7 @@ _BINARY_REF = {
     "mul": lambda a, b: a * b,
     "div": lambda a, b: a / b,
     "max": lambda a, b: np.where((a >= b).astype(bool), a, b),
+    "min": lambda a, b: np.where((a <= b).astype(bool), a, b),
     "pow": lambda a, b: a**b,
 }
 
@@ -161,8 +163,8 @@ def _binary_parts(name, e, a, b, out, ct):
             lambda: e.prim("div", [ct, b]),
             lambda: e.prim("neg", [e.prim("div", [e.prim("mul", [ct, out]), b])]),
         )
-    if name == "max":  # ties go to a, as the forward picks a
-        b_wins = e.prim("gt", [b, a])
+    if name in ("max", "min"):  # ties go to a, as the forward picks a
+        b_wins = e.prim("gt", [b, a] if name == "max" else [a, b])
         return (
             lambda: e.prim("where", [b_wins, e.const("0"), ct]),
             lambda: e.prim("where", [b_wins, ct, e.const("0")]),

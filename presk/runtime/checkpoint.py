@@ -1,6 +1,8 @@
 """Checkpoints: a parameter tree (and optimiser state) in a `.psk.d` container.
 
-The arrays are the parameter leaves by dotted path, float64, in the program's order;
+The arrays are the parameter leaves by dotted path, in the program's order and in the
+type they were held in (float64 from the initializers or a float64 run; exact MPFR
+numbers from a run of the reference, so resuming it loses no digit);
 `meta` records the program, entry, dims and consts they were written for. A checkpoint
 is read only into exactly the layout the program has: the same paths with the same
 shapes (E9005 otherwise, naming the first difference).
@@ -19,7 +21,7 @@ from presk.runtime.values import Tensor, Value, build, leaves
 
 def save(path: str, params: Value, meta: dict, extra: dict[str, Value] | None = None) -> None:
     """Write `params` (and named extra trees such as optimiser moments) to `path`."""
-    arrays = {f"params/{p}": np.asarray(t.data, dtype=np.float64) for p, t in leaves(params)}
+    arrays = {f"params/{p}": t.data for p, t in leaves(params)}
     for name, tree in (extra or {}).items():
         for p, t in leaves(tree):
             arrays[f"{name}/{p}"] = np.asarray(t.data)
@@ -53,4 +55,4 @@ def tree_from(c: pskd.Container, t: PskType, prefix: str, path: str) -> Value:
         raise FileFormatError(
             f"{path}: has parameter {extra[0]}, which this program lacks", code="E9005"
         )
-    return build(t, lambda p, leaf: Tensor(leaf, stored[p].astype(np.float64)))
+    return build(t, lambda p, leaf: Tensor(leaf, stored[p]))

@@ -6,7 +6,8 @@ A `.psk.d` is a directory of two files:
   "arrays": [{"name", "dtype", "shape", "offset", "nbytes"}, …],
   "payload": {"file": "payload.bin", "nbytes", "sha256"}}`;
 - `payload.bin`: the arrays' bytes, little-endian and C-ordered, one after another at
-  their offsets.
+  their offsets. Exact reals (dtype `mpfr`, the reference's values) are stored element by
+  element as gmpy2's portable binary form, each preceded by its length (uint32).
 
 It is written into a temporary directory beside its destination and renamed into place,
 so a reader finds the old container or the new one, never a mix. A payload shorter than
@@ -23,13 +24,46 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 
+import gmpy2
 import numpy as np
 
 from presk.errors import FileFormatError
 
 FORMAT = "presk.psk.d"
 VERSION = 1
-DTYPES = ("float64", "float32", "int64", "bool", "uint16", "uint8", "int8")
+DTYPES = ("float64", "float32", "int64", "bool", "uint16", "uint8", "int8", "mpfr")
+
+
+_MPFR = type(gmpy2.mpfr(0))
+
+
+def _encode(arr: np.ndarray) -> tuple[str, bytes]:
+    if arr.dtype == object:
+        parts = []
+        for x in arr.ravel().tolist():
+            blob = gmpy2.to_binary(x if isinstance(x, _MPFR) else gmpy2.mpfr(x))
+            parts.append(len(blob).to_bytes(4, "little") + blob)
+        return "mpfr", b"".join(parts)
+    if arr.dtype.name not in DTYPES:
+        raise ValueError(f"cannot store {arr.dtype} in a .psk.d")
+    arr = np.ascontiguousarray(arr)
+    return arr.dtype.name, arr.astype(arr.dtype.newbyteorder("<"), copy=False).tobytes()
+
+
+def _decode(dtype: str, shape: tuple[int, ...], data: bytes) -> np.ndarray:
+    if dtype == "mpfr":
+        out, pos = [], 0
+        for _ in range(int(np.prod(shape, dtype=np.int64))):
+            n = int.from_bytes(data[pos : pos + 4], "little")
+            out.append(gmpy2.from_binary(data[pos + 4 : pos + 4 + n]))
+            pos += 4 + n
+        if pos != len(data):
+            raise ValueError("size")
+        return np.array(out + [None], dtype=object)[:-1].reshape(shape)
+    dt = np.dtype(dtype).newbyteorder("<")
+    if len(data) != int(np.prod(shape, dtype=np.int64)) * dt.itemsize:
+        raise ValueError("size")
+    return np.frombuffer(data, dtype=dt).reshape(shape).copy()
 
 
 @dataclass
@@ -50,17 +84,14 @@ def write(path: str, container: Container) -> None:
         digest = hashlib.sha256()
         with open(os.path.join(tmp, "payload.bin"), "wb") as f:
             for name, arr in container.arrays.items():
-                arr = np.ascontiguousarray(arr)
-                if arr.dtype.name not in DTYPES:
-                    raise ValueError(f"cannot store {arr.dtype} in a .psk.d")
-                data = arr.astype(arr.dtype.newbyteorder("<"), copy=False).tobytes()
+                dtype, data = _encode(np.asarray(arr))
                 f.write(data)
                 digest.update(data)
                 entries.append(
                     {
                         "name": name,
-                        "dtype": arr.dtype.name,
-                        "shape": list(arr.shape),
+                        "dtype": dtype,
+                        "shape": list(np.shape(arr)),
                         "offset": offset,
                         "nbytes": len(data),
                     }
@@ -135,22 +166,13 @@ def read(path: str) -> Container:
     arrays = {}
     for e in entries:
         try:
-            dtype = np.dtype(e["dtype"]).newbyteorder("<")
             if e["dtype"] not in DTYPES:
                 raise ValueError(e["dtype"])
             shape = tuple(int(s) for s in e["shape"])
             start, n = int(e["offset"]), int(e["nbytes"])
-            if (
-                n != int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-                or start < 0
-                or start + n > total
-            ):
+            if start < 0 or start + n > total:
                 raise ValueError("size")
-            arrays[str(e["name"])] = (
-                np.frombuffer(data, dtype=dtype, count=n // dtype.itemsize, offset=start)
-                .reshape(shape)
-                .copy()
-            )
+            arrays[str(e["name"])] = _decode(e["dtype"], shape, data[start : start + n])
         except (KeyError, TypeError, ValueError):
             raise _fail("E9002", path, f"array entry {e!r} of header.json is malformed") from None
     return Container(kind, meta, arrays)

@@ -1,0 +1,59 @@
+"""presk eval: an entry's loss over the validation windows of a data file."""
+
+from __future__ import annotations
+
+from presk import backends
+from presk.backends.host import CallContext
+from presk.cli.programs import add_program_args, elaborate_args, read_program
+from presk.ir.program import read_program as read_core
+from presk.runtime.inputs import parameters
+from presk.runtime.values import Tensor
+from presk.train.data import Windows, next_token_pair
+from presk.train.loop import check_token_entry
+
+HELP = "the mean loss of an entry over the validation windows of a data file"
+
+
+def configure(p) -> None:
+    add_program_args(p, default_entry="loss")
+    p.add_argument(
+        "--data", required=True, metavar="FILE.psk.d", help="token windows from `presk data`"
+    )
+    p.add_argument(
+        "--weights", metavar="CKPT.psk.d", help="the parameters (default: the initializers)"
+    )
+    p.add_argument(
+        "--backend", choices=backends.BACKENDS, default="interp", help="where the loss runs"
+    )
+    p.add_argument(
+        "--bits", type=int, default=256, help="precision of the reference backend (default 256)"
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the initial parameters (default 0)")
+    p.add_argument("--batches", type=int, metavar="N", help="only the first N validation batches")
+
+
+def run(args) -> int:
+    program = read_program(args.file)
+    data = Windows.load(args.data)
+    core = read_core(elaborate_args(args, program).module)
+    t, vocab = check_token_entry(core, data)
+    params = parameters(core, args.seed, args.weights)
+    backend = backends.make(args.backend, core, args.bits)
+    total, count = 0.0, 0
+    for windows in data.validation(t.shape[0]):
+        if args.batches is not None and count >= args.batches:
+            break
+        tokens, targets = next_token_pair(windows, vocab)
+        out = backend.call(
+            [params, Tensor(t, tokens), Tensor(t, targets)], CallContext(seed=args.seed)
+        )
+        total += float(out.data.item())
+        count += 1
+    if not count:
+        print(f"{args.data}: no validation batch of {t.shape[0]} windows")
+        return 1
+    print(
+        f"validation loss {total / count:.6f} over {count} batches "
+        f"of {t.shape[0]} windows ({args.backend})"
+    )
+    return 0

@@ -1,0 +1,178 @@
+"""presk train: train an entry's parameters with AdamW (the prelude's adamw module)."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import asdict
+
+from presk import backends
+from presk.cli.programs import add_program_args, elaborate_args, read_program
+from presk.errors import BindingError, UsageError
+from presk.front.bindings import parse_assignments
+from presk.ir.program import read_program as read_core
+from presk.runtime.inputs import parameters
+from presk.train.data import Windows
+from presk.train.loop import Hyper, State, Trainer, resume, zeros_like
+from presk.train.step import add_train_step
+
+HELP = "train an entry's parameters with AdamW, on the reference or a native backend"
+
+
+def configure(p) -> None:
+    add_program_args(p, default_entry="loss")
+    p.add_argument(
+        "--backend", choices=backends.BACKENDS, default="interp", help="where the steps run"
+    )
+    p.add_argument(
+        "--bits", type=int, default=256, help="precision of the reference backend (default 256)"
+    )
+    p.add_argument(
+        "--steps", type=int, help="steps to train (default: --epochs of the data, else 100)"
+    )
+    p.add_argument("--epochs", type=int, help="passes over the training windows (with --data)")
+    p.add_argument(
+        "--batch",
+        type=int,
+        metavar="B",
+        help="bind the batch axis (the first axis of the entry's first argument)",
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the parameters, batches and dropout (default 0)",
+    )
+    p.add_argument(
+        "--data",
+        metavar="FILE.psk.d",
+        help="token windows from `presk data`; without it, arguments are drawn each step",
+    )
+    p.add_argument(
+        "--lr", type=float, default=Hyper.lr, help=f"peak learning rate (default {Hyper.lr})"
+    )
+    p.add_argument(
+        "--warmup", type=int, default=0, help="warm-up steps (default: a tenth of the run)"
+    )
+    p.add_argument(
+        "--weight-decay",
+        type=float,
+        default=Hyper.wd,
+        help=f"AdamW's weight decay (default {Hyper.wd})",
+    )
+    p.add_argument(
+        "--clip",
+        type=float,
+        default=Hyper.clip,
+        help=f"largest gradient 2-norm (default {Hyper.clip})",
+    )
+    p.add_argument(
+        "--log-every", type=int, help="log a line every K steps (default: 20 lines a run)"
+    )
+    p.add_argument(
+        "--checkpoint-every", type=int, default=0, metavar="K", help="also checkpoint every K steps"
+    )
+    p.add_argument(
+        "--out",
+        metavar="DIR",
+        help="checkpoint, log.csv and loss.png go here (default runs/<program>)",
+    )
+    p.add_argument("--resume", metavar="CKPT.psk.d", help="continue from a checkpoint of this run")
+    p.add_argument(
+        "--stop-at", type=int, metavar="K", help="checkpoint and stop after step K (resume later)"
+    )
+    p.add_argument("--quiet", action="store_true", help="no log lines")
+
+
+def _bind_batch(args, program) -> None:
+    """--batch B binds the dim naming the first axis of the entry's first argument."""
+    if args.batch is None:
+        return
+    if args.batch < 1:
+        raise UsageError(f"--batch {args.batch}: a batch needs at least one element")
+    from presk.cli.programs import elaborate_args as probe
+
+    first = probe(args, program)
+    fn = read_core(first.module).entry_function
+    arg_types = fn.arg_types[1:] if first.signature.params is not None else fn.arg_types
+    name = arg_types[0].axes[0].name if arg_types and getattr(arg_types[0], "axes", ()) else None
+    if name is None:
+        raise BindingError(
+            "--batch binds the first axis of the entry's first argument, which has no name",
+            code="E3004",
+        )
+    dims = parse_assignments(args.dim, "--dim", "E3004")
+    if name in dims and dims[name] != args.batch:
+        raise BindingError(
+            f"--batch {args.batch} and --dim {name}={dims[name]} disagree", code="E3004"
+        )
+    args.dim = [d for d in (args.dim or []) if not d.startswith(f"{name}=")] + [
+        f"{name}={args.batch}"
+    ]
+
+
+def run(args) -> int:
+    if args.bits < 2:
+        raise UsageError(f"--bits {args.bits}: the reference needs at least 2 bits")
+    program = read_program(args.file)
+    _bind_batch(args, program)
+    data = Windows.load(args.data) if args.data else None
+    elaborated = elaborate_args(args, program)
+    add_train_step(elaborated, args.remat)
+    core = read_core(elaborated.module)
+    if args.steps is not None:
+        steps = args.steps
+    elif args.epochs is not None:
+        if data is None:
+            raise UsageError("--epochs counts passes over --data: give --data or --steps")
+        batch = core.entry_function.arg_types[-1].shape[0]
+        steps = args.epochs * data.batches_per_epoch(batch)
+    else:
+        steps = 100
+    if steps < 1:
+        raise UsageError(f"--steps {steps}: train at least one step")
+    hyper = Hyper(lr=args.lr, warmup=args.warmup, wd=args.weight_decay, clip=args.clip)
+    meta = {
+        "program": os.path.abspath(args.file),
+        "entry": args.entry,
+        "dims": sorted(args.dim or []),
+        "consts": sorted(args.const or []),
+        "seed": args.seed,
+        "backend": args.backend,
+        "bits": args.bits,
+        "remat": args.remat,
+        "data": os.path.abspath(args.data) if args.data else None,
+        "hyper": asdict(hyper),
+        "steps": steps,
+    }
+    out = args.out or os.path.join("runs", os.path.splitext(os.path.basename(args.file))[0])
+    backend = backends.make(args.backend, core, args.bits)
+    if args.resume:
+        state = resume(args.resume, core, meta)
+    else:
+        params = parameters(core, args.seed, None)
+        state = State(params, zeros_like(params), zeros_like(params))
+    trainer = Trainer(
+        core,
+        backend,
+        steps=steps,
+        seed=args.seed,
+        hyper=hyper,
+        data=data,
+        log_every=args.log_every or max(1, steps // 20),
+        ckpt_every=args.checkpoint_every,
+        out=out,
+        meta=meta,
+        quiet=args.quiet,
+    )
+    t0 = time.perf_counter()
+    first = state.history[0]["loss"] if state.history else None
+    state = trainer.run(state, args.stop_at)
+    if not args.quiet:
+        start = first if first is not None else state.history[0]["loss"]
+        print(
+            f"trained to step {state.step} in {time.perf_counter() - t0:.1f} s: "
+            f"loss {start:.6f} -> {state.history[-1]['loss']:.6f}; "
+            f"checkpoint, log.csv and loss.png in {out}"
+        )
+    return 0

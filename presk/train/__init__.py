@@ -1,0 +1,1 @@
+"""Training: data windows, the training step as one PSK-Core function, and the loop."""

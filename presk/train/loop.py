@@ -1,0 +1,287 @@
+"""The training loop: `train.step` called once a step on a backend, with logging,
+checkpoints written atomically, a CSV and a loss curve, and resumption.
+
+A step's batch, learning rate and dropout masks depend only on the seed and the step's
+number, and the optimiser's state (m, v, t) travels in the checkpoint in the backend's
+own numbers, so a run resumed from a checkpoint computes what the uninterrupted run did,
+bit for bit.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from presk.backends.host import CallContext
+from presk.errors import BindingError, FileFormatError
+from presk.fileio import write_atomic
+from presk.ir.program import Program
+from presk.ir.types import REAL_SCALAR, TensorType
+from presk.runtime import checkpoint
+from presk.runtime.synth import entry_arguments, synth_input
+from presk.runtime.values import Tensor, Value, map_tensors
+from presk.train.data import Windows, next_token_pair
+from presk.train.step import HYPER, SYMBOL
+
+
+@dataclass
+class Hyper:
+    lr: float = 1e-2  # the peak learning rate
+    warmup: int = 0  # steps of linear warm-up (0: a tenth of the run)
+    b1: float = 0.9
+    b2: float = 0.999
+    eps: float = 1e-8
+    wd: float = 0.0
+    clip: float = 1.0  # the largest 2-norm a gradient keeps
+
+
+@dataclass
+class State:
+    params: Value
+    m: Value
+    v: Value
+    step: int = 0  # steps taken
+    history: list[dict] = field(default_factory=list)  # the logged rows
+
+
+def zeros_like(value: Value) -> Value:
+    return map_tensors(lambda t: Tensor(t.type, np.zeros(t.type.shape)), value)
+
+
+def _scalar(x: float) -> Tensor:
+    return Tensor(REAL_SCALAR, np.array(float(x)))
+
+
+def _float(t: Tensor) -> float:
+    return float(np.asarray(t.data).item())
+
+
+def sci(x: float, digits: int) -> str:
+    """1.4102e0, 1.500e-5: scientific notation with an unpadded exponent."""
+    mantissa, exp = f"{x:.{digits}e}".split("e")
+    return f"{mantissa}e{int(exp)}"
+
+
+def check_token_entry(program: Program, data: Windows) -> tuple[TensorType, int]:
+    """The type of an entry's (tokens, targets) arguments and their vocabulary V, checked
+    against the data's windows (E3011, E3010)."""
+    arguments = entry_arguments(program, program.entry_function)
+    types = [t for _, t in arguments]
+    ok = (
+        len(types) == 2
+        and all(isinstance(t, TensorType) and t.kind == "index" and t.rank == 2 for t in types)
+        and types[0] == types[1]
+    )
+    if not ok:
+        raise BindingError(
+            "--data feeds an entry taking (tokens, targets : nat{V}[B, T]); "
+            f"{program.entry} takes {', '.join(t.text() for t in types)}",
+            code="E3011",
+        )
+    batch, window = types[0].shape
+    if window != data.window:
+        raise BindingError(
+            f"{data.path} holds windows of {data.window} tokens, the entry reads {window}",
+            code="E3011",
+        )
+    if data.batches_per_epoch(batch) < 1:
+        raise BindingError(
+            f"{data.path} has {len(data.train)} training windows, fewer than a batch of {batch}",
+            code="E3011",
+        )
+    name = arguments[0][0]
+    bound = program.attrs.get("psk.bounds", {}).get(name)
+    if bound is None:
+        raise BindingError(
+            f"argument {name} needs its vocabulary: declare it nat{{V}}[...]", code="E3010"
+        )
+    return types[0], bound
+
+
+def log_line(row: dict) -> str:
+    """step 100  epoch 7  loss 4.132775  lr 1.500e-5  |g| 1.4102e0"""
+    return (
+        f"step {row['step']}  epoch {row['epoch']}  loss {row['loss']:.6f}  "
+        f"lr {sci(row['lr'], 3)}  |g| {sci(row['grad_norm'], 4)}"
+    )
+
+
+class Trainer:
+    def __init__(
+        self,
+        program: Program,
+        backend,
+        *,
+        steps: int,
+        seed: int,
+        hyper: Hyper,
+        data: Windows | None,
+        log_every: int,
+        ckpt_every: int,
+        out: str | None,
+        meta: dict,
+        quiet: bool = False,
+    ):
+        self.program = program
+        self.backend = backend
+        self.steps = steps
+        self.seed = seed
+        self.hyper = hyper
+        self.data = data
+        self.log_every = max(1, log_every)
+        self.ckpt_every = ckpt_every
+        self.out = out
+        self.meta = meta
+        self.quiet = quiet
+        loss = program.entry_function
+        self.arguments = entry_arguments(program, loss)
+        self.warmup = hyper.warmup or max(1, steps // 10)
+        if data is not None:
+            self.token_type, self.vocab = check_token_entry(program, data)
+
+    def batch(self, step: int) -> tuple[list[Value], int]:
+        """The entry's arguments at step `step`, and its epoch."""
+        if self.data is None:
+            bounds = self.program.attrs.get("psk.bounds", {})
+            args = [
+                synth_input(f"step{step}/{n}", t, bounds.get(n), self.seed)
+                for n, t in self.arguments
+            ]
+            return args, 1
+        t = self.token_type
+        windows, epoch = self.data.batch(step, t.shape[0], self.seed)
+        tokens, targets = next_token_pair(windows, self.vocab)
+        return [Tensor(t, tokens), Tensor(t, targets)], epoch
+
+    def hyper_args(self, step: int) -> list[Tensor]:
+        h = self.hyper
+        values = {
+            "t": step,
+            "peak": h.lr,
+            "warmup": self.warmup,
+            "total": self.steps,
+            "b1": h.b1,
+            "b2": h.b2,
+            "eps": h.eps,
+            "wd": h.wd,
+            "max_norm": h.clip,
+        }
+        return [_scalar(values[k]) for k in HYPER]
+
+    def run(self, state: State, stop_at: int | None = None) -> State:
+        """Train from the step after `state`'s to the last (or to `stop_at`)."""
+        start = time.perf_counter()
+        first = state.step + 1
+        last = min(self.steps, stop_at or self.steps)
+        bar = sys.stderr.isatty() and not self.quiet
+        for step in range(first, last + 1):
+            args, epoch = self.batch(step)
+            ctx = CallContext(training=True, step=step, seed=self.seed)
+            out = self.backend.call(
+                [state.params, state.m, state.v, *self.hyper_args(step), *args], ctx, SYMBOL
+            )
+            loss, gnorm, lr = (_float(t) for t in out[:3])
+            state.params, state.m, state.v = out[3], out[4], out[5]
+            state.step = step
+            if step % self.log_every == 0 or step == last or step == first:
+                row = {
+                    "step": step,
+                    "epoch": epoch,
+                    "loss": loss,
+                    "lr": lr,
+                    "grad_norm": gnorm,
+                    "seconds": round(time.perf_counter() - start, 3),
+                }
+                state.history.append(row)
+                if bar:
+                    sys.stderr.write("\r\033[K")
+                if not self.quiet:
+                    print(log_line(row), flush=True)
+            if bar:
+                done = (step - first + 1) / (last - first + 1)
+                sys.stderr.write(
+                    f"\r[{'#' * int(30 * done):<30}] step {step}/{self.steps}  loss {loss:.6f}"
+                )
+                sys.stderr.flush()
+            if self.out and self.ckpt_every and step % self.ckpt_every == 0 and step != last:
+                self.save(state)
+        if bar:
+            sys.stderr.write("\r\033[K")
+        if self.out:
+            self.save(state)
+            self.write_logs(state)
+        return state
+
+    # ---- files ----
+    def save(self, state: State) -> None:
+        meta = {**self.meta, "step": state.step, "history": state.history}
+        checkpoint.save(
+            os.path.join(self.out, "checkpoint.psk.d"),
+            state.params,
+            meta,
+            extra={"m": state.m, "v": state.v},
+        )
+
+    def write_logs(self, state: State) -> None:
+        buf = io.StringIO()
+        fields = ["step", "epoch", "loss", "lr", "grad_norm", "seconds"]
+        w = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n")
+        w.writeheader()
+        for row in state.history:
+            w.writerow({k: repr(row[k]) if isinstance(row[k], float) else row[k] for k in fields})
+        write_atomic(os.path.join(self.out, "log.csv"), buf.getvalue())
+        write_atomic(os.path.join(self.out, "loss.png"), loss_curve(state.history, self.meta))
+
+
+def loss_curve(history: list[dict], meta: dict) -> bytes:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
+    ax.plot([r["step"] for r in history], [r["loss"] for r in history], marker=".")
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss")
+    ax.set_title(f"{meta.get('entry', '')} on {meta.get('backend', '')}", fontsize=9)
+    ax.grid(alpha=0.3)
+    buf = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def resume(path: str, program: Program, meta: dict) -> State:
+    """The state a checkpoint holds, refused unless written by this very run's setup."""
+    from presk.runtime.inputs import param_type
+
+    t = param_type(program)
+    params, c = checkpoint.load(path, t)
+    for key in (
+        "program",
+        "entry",
+        "dims",
+        "consts",
+        "seed",
+        "backend",
+        "bits",
+        "remat",
+        "data",
+        "hyper",
+        "steps",
+    ):
+        if c.meta.get(key) != meta.get(key):
+            raise FileFormatError(
+                f"{path}: written with {key} = {c.meta.get(key)!r}, this run has {meta.get(key)!r}",
+                code="E9005",
+            )
+    m = checkpoint.tree_from(c, t, "m", path)
+    v = checkpoint.tree_from(c, t, "v", path)
+    return State(params, m, v, int(c.meta["step"]), list(c.meta.get("history", [])))

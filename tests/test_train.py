@@ -1,0 +1,180 @@
+"""presk train, presk data and presk eval on the reference."""
+
+from __future__ import annotations
+
+import csv
+import re
+
+import numpy as np
+import pytest
+from conftest import assert_user_error, run_tool
+from programs import REPO
+
+from presk.runtime import pskd
+
+REGRESSION = str(REPO / "tests" / "train" / "mlp_regression.psk")
+MINIGPT = str(REPO / "tutorial" / "05_minigpt.psk")
+TINY = ["--const", "V=64", "--const", "D=16", "--const", "H=2", "--const", "L=2", "--dim", "T=8"]
+LOG = re.compile(
+    r"^step (\d+)  epoch (\d+)  loss (\d+\.\d{6})  lr (\d\.\d{3}e-?\d+)  \|g\| (\d\.\d{4}e-?\d+)$"
+)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    out = tmp_path_factory.mktemp("data") / "lic8.psk.d"
+    texts = sorted(str(p) for p in (REPO / "corpus" / "nlp" / "data").glob("*.txt"))
+    proc = run_tool("presk", "data", *texts, "--window", "8", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    return str(out)
+
+
+def test_regression_loss_falls_tenfold_in_200_steps(tmp_path):
+    proc = run_tool(
+        "presk",
+        "train",
+        REGRESSION,
+        "--backend",
+        "interp",
+        "--steps",
+        "200",
+        "--out",
+        str(tmp_path),
+    )
+    assert proc.returncode == 0, proc.stderr
+    rows = list(csv.DictReader((tmp_path / "log.csv").open()))
+    first, last = float(rows[0]["loss"]), float(rows[-1]["loss"])
+    assert last * 10 <= first, (first, last)
+    assert (tmp_path / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_minigpt_trains_20_steps_on_the_reference_in_the_seed_log_format(tmp_path, corpus):
+    proc = run_tool(
+        "presk",
+        "train",
+        MINIGPT,
+        "--entry",
+        "loss",
+        *TINY,
+        "--dim",
+        "B=2",
+        "--data",
+        corpus,
+        "--steps",
+        "20",
+        "--log-every",
+        "5",
+        "--out",
+        str(tmp_path),
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("step ")]
+    assert [int(LOG.match(line).group(1)) for line in lines] == [1, 5, 10, 15, 20], lines
+    assert float(LOG.match(lines[0]).group(3)) == pytest.approx(
+        np.log(64), abs=1e-6
+    )  # the zero head
+    assert float(LOG.match(lines[-1]).group(3)) < float(LOG.match(lines[0]).group(3))
+    c = pskd.read(str(tmp_path / "checkpoint.psk.d"))
+    assert c.meta["step"] == 20
+    assert any(k.startswith("m/") for k in c.arrays) and any(k.startswith("v/") for k in c.arrays)
+    assert c.arrays["params/head"].dtype == object  # the reference's numbers, every digit kept
+    evaluated = run_tool(
+        "presk",
+        "eval",
+        MINIGPT,
+        *TINY,
+        "--dim",
+        "B=16",
+        "--data",
+        corpus,
+        "--weights",
+        str(tmp_path / "checkpoint.psk.d"),
+        "--bits",
+        "64",
+        "--batches",
+        "2",
+    )
+    assert evaluated.returncode == 0, evaluated.stderr
+    assert evaluated.stdout.startswith("validation loss ")
+
+
+def test_resuming_reproduces_the_uninterrupted_run_bit_for_bit(tmp_path):
+    base = ["train", REGRESSION, "--steps", "10", "--quiet", "--dim", "N=8", "--bits", "128"]
+    whole, part = tmp_path / "whole", tmp_path / "part"
+    assert run_tool("presk", *base, "--out", str(whole)).returncode == 0
+    assert run_tool("presk", *base, "--out", str(part), "--stop-at", "5").returncode == 0
+    stopped = pskd.read(str(part / "checkpoint.psk.d"))
+    assert stopped.meta["step"] == 5
+    resumed = run_tool(
+        "presk", *base, "--out", str(part), "--resume", str(part / "checkpoint.psk.d")
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    a, b = pskd.read(str(whole / "checkpoint.psk.d")), pskd.read(str(part / "checkpoint.psk.d"))
+    assert a.meta["step"] == b.meta["step"] == 10
+    assert sorted(a.arrays) == sorted(b.arrays)
+    assert any(k.startswith("m/") for k in a.arrays) and any(k.startswith("v/") for k in a.arrays)
+    for k in a.arrays:
+        x, y = a.arrays[k], b.arrays[k]
+        assert x.dtype == object and y.dtype == object
+        assert all(
+            p == q and p.precision == q.precision for p, q in zip(x.flat, y.flat, strict=True)
+        ), k
+    assert a.meta["history"] == b.meta["history"] or [r["loss"] for r in a.meta["history"]] == [
+        r["loss"] for r in b.meta["history"]
+    ]
+    # a checkpoint of another run's setup is refused
+    other = run_tool(
+        "presk",
+        *base[:-2],
+        "--bits",
+        "64",
+        "--out",
+        str(tmp_path / "o"),
+        "--resume",
+        str(part / "checkpoint.psk.d"),
+    )
+    assert_user_error(other, code="E9005")
+
+
+def test_refusals(tmp_path, corpus):
+    assert_user_error(
+        run_tool(
+            "presk",
+            "train",
+            MINIGPT,
+            "--entry",
+            "next_token",
+            *TINY,
+            "--dim",
+            "B=2",
+            "--steps",
+            "1",
+            "--out",
+            str(tmp_path),
+        ),
+        code="E3011",
+    )
+    assert_user_error(
+        run_tool(
+            "presk", "train", REGRESSION, "--data", corpus, "--steps", "1", "--out", str(tmp_path)
+        ),
+        code="E3011",
+    )
+    assert_user_error(
+        run_tool(
+            "presk",
+            "train",
+            MINIGPT,
+            "--entry",
+            "loss",
+            *TINY,
+            "--dim",
+            "B=2",
+            "--data",
+            corpus,
+            "--epochs",
+            "1",
+            "--steps",
+            "0",
+        )
+    )
