@@ -85,6 +85,20 @@ NAMES = [
     case("module_contains_itself", "module A {\n  param w : ℝ = zeros\n  sub a = A\n}\n", AST, "E2013", "3:11"),
     case("keyword_argument", "fn g(x : ℝ) -> ℝ { x }\nfn f(x : ℝ) -> ℝ {\n  g(x = x)\n}\n", AST, "E2003", "3:5"),
     case("primitive_operand_count", "fn f(x : ℝ) -> ℝ {\n  exp(x, x)\n}\n", AST, "E2003", "2:3", "exp takes 1 operand, not 2"),
+    # Checked in every function, the entry's or not: calls' arities, brackets, alias forms.
+    case("unreached_call_argument_count", "fn f(x) { x }\nfn g(x : ℝ) -> ℝ {\n  f(x, x, x)\n}\n", AST, "E2003", "3:3", "f takes 1 argument, not 3"),
+    case("unreached_module_call_argument_count", "module M {\n  param w : ℝ = zeros\n  fn f(x) { x * w }\n  fn g(x) { f(x, x) }\n}\n", AST, "E2003", "4:13", "M.f takes 1 argument, not 2"),
+    case("unreached_submodule_call_argument_count", LAYER + "module M {\n  sub l = L\n  fn f(x : ℝ[B, 3]) -> ℝ[B, 3] {\n    l.apply()\n  }\n}\n", AST, "E2003", "9:5", "L.apply takes 1 argument, not 0"),
+    case("unreached_prelude_call_argument_count", "fn f(x : ℝ) -> ℝ {\n  let s = adamw.clip(x)\n  x\n}\n", AST, "E2003", "2:11", "adamw.clip takes 2 arguments, not 1"),
+    case("unreached_grad_call_argument_count", "fn k(x : ℝ) -> ℝ { x }\nfn g(x : ℝ) -> ℝ {\n  grad(k)(x, x)\n}\n", AST, "E2003", "3:3", "grad(k) takes 1 argument, not 2"),
+    case("unreached_vjp_call_argument_count", "fn k(x : ℝ) -> ℝ { x }\nfn g(x : ℝ) -> ℝ {\n  k.vjp(x)\n}\n", AST, "E2003", "3:3", "k.vjp takes 2 arguments"),
+    case("unreached_alias_call_argument_count", "fn k(x : ℝ) -> ℝ { x }\nfn kv = k.vjp\nfn g(x : ℝ) -> ℝ {\n  kv(x).0\n}\n", AST, "E2003", "4:3", "kv takes 2 arguments, not 1"),
+    case("unreached_fold_of_two_argument_function", "dim B\nmodule L {\n  param w : ℝ = zeros\n  fn apply(x, y) { x * w }\n}\nmodule M {\n  sub s = stack{2} L\n  fn f(x : ℝ[B]) -> ℝ[B] { fold(s.apply, x) }\n}\n", AST, "E2003", "8:28", "fold calls L.apply with one argument"),
+    case("unreached_brackets_on_primitive", "fn f(x : ℝ) -> ℝ {\n  exp[0](x)\n}\n", AST, "E2010", "2:3", "exp takes no arguments in [ ]"),
+    case("unreached_brackets_on_fold", LAYER + "module M {\n  sub s = stack{2} L\n  fn f(x : ℝ[B, 3]) -> ℝ[B, 3] {\n    fold[0](s.apply, x)\n  }\n}\n", AST, "E2010", "9:5", "fold takes no arguments in [ ]"),
+    case("alias_of_function", "fn g(x : ℝ) -> ℝ { x }\nfn h = g\n", AST, "E2014", "2:8", "grad(f) or f.vjp"),
+    case("alias_of_member_function", "module M {\n  param w : ℝ = zeros\n  fn f(x) { x * w }\n  fn h = exp\n}\n", AST, "E2014", "4:10", "grad(f) or f.vjp"),
+    case("alias_of_grad_applied", "fn g(x : ℝ) -> ℝ { x }\nfn h = grad(g)(1.0)\n", AST, "E2014", "2:8", "grad(f) or f.vjp"),
 ]
 
 TYPING = [
@@ -103,6 +117,8 @@ TYPING = [
     case("function_argument_count", "fn g(x : ℝ) -> ℝ { x }\nfn f(x : ℝ) -> ℝ {\n  g(x, x)\n}\n", F, "E2003", "3:3", "g takes 1 argument, not 2"),
     case("size_not_whole", "module M{D, H} {\n  param w : ℝ[D / H] = zeros\n  fn f() -> ℝ { sum(w) }\n}\n", ("--entry", "M{6, 4}.f"), "E2011", "2:17", "6 / 4"),
     case("size_too_large", "fn f(x : ℝ[99999999999999999999]) -> ℝ {\n  sum(x)\n}\n", F, "E2010", "1:12", "too large"),
+    case("nat_bound_zero", "fn f(x : nat{0}[3]) -> ℝ {\n  sum(x)\n}\n", F, "E2010", "1:14", "at least 1, not 0"),
+    case("nat_bound_zero_reached", "module M{V} {\n  param w : ℝ = zeros\n  fn g(t : nat{V - 1}[2]) -> ℝ { sum(t) }\n  fn f(t : nat[2]) -> ℝ { g(t) }\n}\n", ("--entry", "M{1}.f"), "E2010", "3:18", "at least 1, not 0"),
     case("axis_twice_in_type", "fn f(x : ℝ[a: 2, a: 3]) -> ℝ {\n  sum(x)\n}\n", F, "E2004", "1:18"),
     case("rename_unknown_axis", "fn f(x : ℝ[a: 2, b: 3]) -> ℝ[a: 2, d: 3] {\n  rename[c → d](x)\n}\n", F, "E2004", "2:3", "no axis named c"),
     case("reduce_unknown_axis", "fn f(x : ℝ[a: 2, b: 3]) -> ℝ[a: 2] {\n  sum[c](x)\n}\n", F, "E2004", "2:3", "no axis named c"),
@@ -123,6 +139,8 @@ BINDINGS = [
     case("entry_const_zero", BIND, ("--entry", "L{0, 2}.apply", "--dim", "B=2"), "E3005"),
     case("missing_const", BIND, ("--entry", "L.apply", "--dim", "B=2", "--const", "In=3"), "E3006", None, "--const Out=N"),
     case("unknown_const", BIND, (*L32, "--dim", "B=2", "--const", "D=4"), "E3007"),
+    case("const_conflicts_with_entry", BIND, (*L32, "--dim", "B=2", "--const", "In=5"), "E3007", None, "--const In=5 conflicts with entry L{3, 2}.apply, which gives In=3"),
+    case("const_conflicts_with_named_entry_const", BIND, ("--entry", "L{Out, 2}.apply", "--dim", "B=2", "--const", "Out=3"), "E3007", None, "--const Out=3 conflicts with entry L{Out, 2}.apply, which gives Out=2"),
     case("entry_argument_untyped", BIND, ("--entry", "id", "--dim", "B=2"), "E3008", "8:7"),
     case("entry_const_count", BIND, ("--entry", "L{3}.apply", "--dim", "B=2"), "E3009", None, "takes 2 consts"),
 ]

@@ -162,6 +162,13 @@ def entry_consts(program: ast.Program, entry: Entry, consts: dict[str, int]) -> 
             else:
                 why = f"is no const of {mod.name}" if text.isidentifier() else _not_a_size(text)
                 raise BindingError(f"const {name} of entry {entry}: '{text}' {why}", code="E3005")
+    for name, value in consts.items():
+        if name in values and values[name] != value:
+            raise BindingError(
+                f"--const {name}={value} conflicts with entry {entry}, "
+                f"which gives {name}={values[name]}",
+                code="E3007",
+            )
     for name in mod.consts:
         if name not in values:
             if name not in consts:

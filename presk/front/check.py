@@ -1,25 +1,56 @@
 """Checks of a whole program that need no sizes: names, definitions, arities.
 
 Run on every program after parsing, so a function the entry never reaches is still
-checked. Typing needs the consts and dims, so it happens at elaboration, on concrete
-types (presk/front/elaborate.py); a module's functions are typed per instance.
+checked: its names, the number of arguments of its calls (to primitives, to functions,
+to `grad(f)` and `f.vjp`), bracket arguments given to primitives that take none, and its
+aliases' form. Typing needs the consts and dims, so it happens at elaboration, on
+concrete types (presk/front/elaborate.py); a module's functions are typed per instance.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from presk.errors import SourceError, Span, source_error
 from presk.front import ast
-from presk.front.elaborate import CONSTANTS, INIT_KINDS, SPECIAL_FORMS
+from presk.front.elaborate import CONSTANTS, INIT_KINDS, REDUCING, SPECIAL_FORMS
 from presk.prims import by_name
-from presk.prims.base import counted
+from presk.prims.base import Prim, counted
 
 _HIDDEN_PRIMS = ("const", "to_real", "reduce_max", "gt")
+_ALIAS_FORM = "fn name = ... defines a function from grad(f) or f.vjp"
+
+
+def _takes_statics(name: str) -> bool:
+    """Whether the primitive (or `max`, then a reduction) takes arguments in [ ]."""
+    if name in SPECIAL_FORMS:
+        return False
+    if name in REDUCING:
+        return True
+    # A primitive that takes none keeps Prim's default `bind`, which refuses them.
+    return by_name(name).bind is not Prim.bind
+
+
+@dataclass
+class _Derivative:
+    """`grad(f)` or `f.vjp`, as the head of a call: what it takes follows from `f`."""
+
+    kind: str  # "grad" | "vjp"
+    of: ast.FnDef | ast.FnAlias
 
 
 class _Checker:
     def __init__(self, program: ast.Program):
         self.p = program
         self.dims = {n for n, _ in program.dims}
+        # The module each function is defined in (None: top level), by the node's id.
+        self.owner: dict[int, ast.ModuleDef | None] = {
+            id(f): None for f in program.functions.values()
+        }
+        for m in program.modules.values():
+            for mem in m.members:
+                if isinstance(mem, (ast.FnDef, ast.FnAlias)):
+                    self.owner[id(mem)] = m
 
     def err(self, code: str, message: str, span: Span) -> SourceError:
         text = self.p.source(span.file)
@@ -117,6 +148,8 @@ class _Checker:
         scope: dict[str, object] = {}
         if isinstance(f, ast.FnAlias):
             self.expr(f.value, scope, m)
+            if self.alias_target(f) is None:
+                raise self.err("E2014", _ALIAS_FORM, f.value.span)
             return
         for p in f.params:
             if p.name in scope:
@@ -165,11 +198,15 @@ class _Checker:
                 if member is None:
                     raise self.err("E2016", f"module {target.name} has no member {e.name}", e.span)
                 return member
+            if isinstance(obj, (ast.FnDef, ast.FnAlias)) and e.name == "vjp":
+                return _Derivative("vjp", obj)
             return None
         if isinstance(e, ast.Static):
             head = self.expr(e.fn, scope, m)
             if head != "prim":
                 raise self.err("E2010", "only a primitive takes arguments in [ ]", e.span)
+            if not _takes_statics(e.fn.id):
+                raise self.err("E2010", f"{e.fn.id} takes no arguments in [ ]", e.span)
             for s in e.args:
                 if isinstance(s, ast.StaticAxis):
                     self.size_names(s.size, set(m.consts) if m else set())
@@ -193,7 +230,7 @@ class _Checker:
                 self.expr(a.value, scope, m)
             self.arity(e, head)
             if isinstance(e.fn, ast.Name) and e.fn.id in SPECIAL_FORMS:
-                self.special(e, scope, m)
+                return self.special(e, scope, m)
             return None
         if isinstance(e, ast.BinOp):
             self.expr(e.lhs, scope, m)
@@ -212,6 +249,9 @@ class _Checker:
 
     def arity(self, call: ast.Call, head) -> None:
         n = len(call.args)
+        if isinstance(head, (ast.FnDef, ast.FnAlias, _Derivative)):
+            self.call_arity(call, head)
+            return
         if head == "prim" and isinstance(call.fn, ast.Name):
             name, has_statics = call.fn.id, False
         elif (
@@ -232,29 +272,101 @@ class _Checker:
             count = counted(want[0], "operand", want[1])
             raise self.err("E2003", f"{name} takes {count}, not {n}", call.span)
 
-    def special(self, call: ast.Call, scope, m) -> None:
+    def call_arity(self, call: ast.Call, head) -> None:
+        """A call of a function, `grad(f)` or `f.vjp` with its number of arguments."""
+        n = len(call.args)
+        if isinstance(head, _Derivative):
+            want = self.fn_arity(head.of)
+            if want is None:
+                return
+            if head.kind == "vjp":
+                name = f"{self.fn_name(head.of)}.vjp"
+                if n != want + 1:
+                    count = counted(want + 1, "argument")
+                    raise self.err(
+                        "E2003",
+                        f"{name} takes {count} (its arguments, then a cotangent), not {n}",
+                        call.span,
+                    )
+                return
+            name = f"grad({self.fn_name(head.of)})"
+        else:
+            want = self.fn_arity(head)
+            name = self.fn_name(head)
+        if want is not None and n != want:
+            raise self.err("E2003", f"{name} takes {counted(want, 'argument')}, not {n}", call.span)
+
+    def fn_name(self, f: ast.FnDef | ast.FnAlias) -> str:
+        """`f`, or `Module.f` for a module's function (as sites name it)."""
+        m = self.owner.get(id(f))
+        return f"{m.name}.{f.name}" if m is not None else f.name
+
+    def fn_arity(self, f: ast.FnDef | ast.FnAlias, seen: tuple = ()) -> int | None:
+        """The number of arguments `f` takes; None for an alias that does not resolve."""
+        if isinstance(f, ast.FnDef):
+            return len(f.params)
+        if id(f) in seen:
+            return None
+        target = self.alias_target(f)
+        if target is None:
+            return None
+        n = self.fn_arity(target.of, (*seen, id(f)))
+        if n is None:
+            return None
+        return n + 1 if target.kind == "vjp" else n
+
+    def alias_target(self, f: ast.FnAlias) -> _Derivative | None:
+        """What `fn h = grad(g)` or `fn h = g.vjp` is made from; None for any other form."""
+        m, v = self.owner.get(id(f)), f.value
+        if (
+            isinstance(v, ast.Call)
+            and isinstance(v.fn, ast.Name)
+            and v.fn.id == "grad"
+            and len(v.args) == 1
+            and v.args[0].name is None
+        ):
+            kind, name = "grad", v.args[0].value
+        elif isinstance(v, ast.Field) and v.name == "vjp":
+            kind, name = "vjp", v.obj
+        else:
+            return None
+        if not isinstance(name, ast.Name):
+            return None
+        target = self.resolve(name.id, {}, m, name.span)
+        return _Derivative(kind, target) if isinstance(target, (ast.FnDef, ast.FnAlias)) else None
+
+    def special(self, call: ast.Call, scope, m) -> _Derivative | None:
         if call.fn.id == "grad":
             target = call.args[0].value
             named = self.expr(target, scope, m)
             if not isinstance(named, (ast.FnDef, ast.FnAlias)):
                 raise self.err("E2014", "grad takes a function by name", target.span)
-            return
+            return _Derivative("grad", named)
         f, carry = call.args[0].value, call.args[1].value
         self.expr(carry, scope, m)
         ok = False
         if isinstance(f, ast.Field) and isinstance(f.obj, ast.Name) and m is not None:
             sub = m.member(f.obj.id)
             ok = isinstance(sub, ast.SubDef) and sub.stack is not None
-            if ok and not isinstance(
-                self.p.modules[sub.module].member(f.name), (ast.FnDef, ast.FnAlias)
-            ):
-                raise self.err("E2016", f"module {sub.module} has no function {f.name}", f.span)
+            if ok:
+                layer = self.p.modules[sub.module].member(f.name)
+                if not isinstance(layer, (ast.FnDef, ast.FnAlias)):
+                    raise self.err("E2016", f"module {sub.module} has no function {f.name}", f.span)
+                want = self.fn_arity(layer)
+                if want is not None and want != 1:
+                    raise self.err(
+                        "E2003",
+                        f"fold calls {sub.module}.{f.name} with one argument, the carried "
+                        f"value, but it takes {want}",
+                        call.span,
+                    )
         if not ok:
             raise self.err(
                 "E2012",
                 "fold's first argument is a function of a stacked submodule (blocks.apply)",
                 f.span,
             )
+        return None
 
     def precision(self, d: ast.PrecisionDecl) -> None:
         if (

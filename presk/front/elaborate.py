@@ -37,9 +37,10 @@ from presk.prims.base import AxisSpec, Number, Rename, TypingError, counted
 SPECIAL_FORMS = ("fold", "grad")
 CONSTANTS = ("pi", "π")
 # Language spellings that pick a primitive by what they are given.
-_REDUCING = {"max": "reduce_max"}
+REDUCING = {"max": "reduce_max"}
 _BINOPS = {"+": "add", "-": "sub", "*": "mul", "/": "div"}
 _NUMBER_STATICS = {"split_heads", "dropout"}  # their bracket arguments are numbers
+_INIT_PRECEDENCE = {"+": 1, "-": 1, "*": 2, "/": 2}  # initializer arguments' operators
 INIT_KINDS = {"zeros": (), "ones": (), "normal": ("scale",), "uniform": ("scale",)}
 
 
@@ -198,6 +199,8 @@ class Elaborator:
                 if name is not None and any(b.name == name for b in axes):
                     raise self.error("E2004", f"axis {name} appears twice in one type", a.span)
                 axes.append(Axis(name, size))
+            if t.bound is not None:
+                self.bound(t.bound, consts)
             return TensorType(t.kind, tuple(axes))
         if isinstance(t, ast.TupleTypeExpr):
             return TupleType(tuple(self.type(i, consts) for i in t.items))
@@ -205,6 +208,13 @@ class Elaborator:
         if len(set(names)) != len(names):
             raise self.error("E2002", "a field appears twice in a record type", t.span)
         return RecordType(tuple((n, self.type(f, consts)) for n, f in t.fields))
+
+    def bound(self, e: ast.Expr, consts: dict[str, int]) -> int:
+        """The V of `nat{V}`: the values lie in [0, V), so V is at least 1."""
+        v = self.size(e, consts)
+        if v < 1:
+            raise self.error("E2010", f"a nat{{V}} bound must be at least 1, not {v}", e.span)
+        return v
 
     # ---- modules ----
     def instance(self, defn: ast.ModuleDef, consts: dict[str, int], span: Span) -> ModInst:
@@ -232,17 +242,10 @@ class Elaborator:
                             "E2010", f"a stack needs at least one layer, not {count}", m.stack.span
                         )
                     inst.subs[m.name] = (sub, count)
-                    if count is None:
-                        fields.append((m.name, sub.params))
-                    else:
-                        try:
-                            fields.append((m.name, stacked(sub.params, count)))
-                        except TypeError:
-                            raise self.error(
-                                "E2012",
-                                f"module {sub.defn.name} holds a stack, so it cannot be stacked",
-                                m.span,
-                            ) from None
+                    # A stack's leaves get a leading axis of layers: a stack inside a
+                    # stacked module so has two.
+                    t = sub.params if count is None else stacked(sub.params, count)
+                    fields.append((m.name, t))
             inst.params = RecordType(tuple(fields))
         finally:
             self._instantiating.pop()
@@ -333,9 +336,7 @@ class Elaborator:
         inst = self.instance(defn, consts, defn.span)
         return FnRef(inst, defn.member(entry.function), None)
 
-    def param_inits(
-        self, inst: ModInst, prefix: str = "", stack: tuple[int, ...] = ()
-    ) -> list[dict]:
+    def param_inits(self, inst: ModInst, prefix: str = "") -> list[dict]:
         """Each parameter leaf's path, initializer and arguments, in declaration order."""
         out = []
         for m in inst.defn.members:
@@ -343,8 +344,8 @@ class Elaborator:
             if isinstance(m, ast.ParamDef):
                 out.append({"path": path, **self.init_spec(m, inst.consts)})
             elif isinstance(m, ast.SubDef):
-                sub, count = inst.subs[m.name]
-                out += self.param_inits(sub, path, stack + ((count,) if count else ()))
+                sub, _ = inst.subs[m.name]
+                out += self.param_inits(sub, path)
         return out
 
     def init_spec(self, p: ast.ParamDef, consts: dict[str, int]) -> dict:
@@ -366,8 +367,6 @@ class Elaborator:
             if name not in allowed:
                 raise self.error("E2017", f"{init.kind} has no argument {name}", a.span)
             text, value = self.const_expr(a.value, consts)
-            if text.startswith("(") and text.endswith(")"):
-                text = text[1:-1]
             if value <= 0:
                 raise self.error(
                     "E2017", f"{init.kind}'s {name} must be positive, not {text}", a.value.span
@@ -396,13 +395,20 @@ class Elaborator:
             )
         if isinstance(e, ast.Neg):
             t, v = self.const_expr(e.x, consts)
-            return f"-{t}", -v
-        if isinstance(e, ast.BinOp) and e.op in "+-*/":
+            return f"-({t})" if isinstance(e.x, ast.BinOp) else f"-{t}", -v
+        if isinstance(e, ast.BinOp) and e.op in _INIT_PRECEDENCE:
             (ta, a), (tb, b) = self.const_expr(e.lhs, consts), self.const_expr(e.rhs, consts)
             if e.op == "/" and b == 0:
                 raise self.error("E2017", "division by zero in an initializer", e.span)
             v = {"+": a + b, "-": a - b, "*": a * b, "/": a / b if b else 0.0}[e.op]
-            return f"({ta} {e.op} {tb})", v
+            # Parentheses only where the text would otherwise group differently: an
+            # operand of looser precedence, or of equal precedence on the right.
+            prec = _INIT_PRECEDENCE[e.op]
+            if isinstance(e.lhs, ast.BinOp) and _INIT_PRECEDENCE[e.lhs.op] < prec:
+                ta = f"({ta})"
+            if isinstance(e.rhs, ast.BinOp) and _INIT_PRECEDENCE[e.rhs.op] <= prec:
+                tb = f"({tb})"
+            return f"{ta} {e.op} {tb}", v
         if (
             isinstance(e, ast.Call)
             and isinstance(e.fn, ast.Name)
@@ -892,8 +898,8 @@ class FunctionBuilder:
     def call_prim(self, ref: PrimRef, args: list[Value], span: Span, spans: list[Span]) -> V:
         name = ref.name
         statics = ref.statics or []
-        if name in _REDUCING and ref.statics is not None:
-            name = _REDUCING[name]
+        if name in REDUCING and ref.statics is not None:
+            name = REDUCING[name]
         prim = by_name(name)
         if name in ("sum", "mean") and ref.statics is None and len(args) == 1:
             return self.total(name, self.real(args[0], spans[0]), span)
@@ -1043,7 +1049,7 @@ def _arg_bounds(elab: Elaborator, ref: FnRef) -> dict[str, int]:
     consts = ref.inst.consts if ref.inst else {}
     for p in fn.params:
         if isinstance(p.type, ast.TensorTypeExpr) and p.type.bound is not None:
-            out[p.name] = elab.size(p.type.bound, consts)
+            out[p.name] = elab.bound(p.type.bound, consts)
     return out
 
 

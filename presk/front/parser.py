@@ -304,7 +304,7 @@ class _Build(Transformer):
 
     @v_args(meta=True)
     def tuple_type(self, meta, items):
-        return ast.TupleTypeExpr(self._span(meta), list(items))
+        return ast.TupleTypeExpr(self._span(meta), [i for i in items if i is not None])
 
     @v_args(meta=True)
     def record_type(self, meta, children):

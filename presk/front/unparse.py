@@ -58,7 +58,8 @@ def type_(t: ast.TypeExpr) -> str:
         axes = ", ".join(f"{a.name}: {expr(a.size)}" if a.name else expr(a.size) for a in t.axes)
         return f"{head}[{axes}]"
     if isinstance(t, ast.TupleTypeExpr):
-        return "(" + ", ".join(type_(i) for i in t.items) + ")"
+        inner = ", ".join(type_(i) for i in t.items)
+        return f"({inner},)" if len(t.items) == 1 else f"({inner})"
     return "{" + ", ".join(f"{n}: {type_(f)}" for n, f in t.fields) + "}"
 
 

@@ -2,8 +2,9 @@
 
 Each function prints as a `let` chain: every op with a site is a numbered line
 `%n = prim operands : type` (n is its site number), with the `let` name it was bound to
-as a comment. Field reads, tuple items, records and tuples print inline where used;
-calls and folds get lines of their own, named `%c0, %c1, …`.
+as a comment. Field reads, tuple items, records and tuples print inline where used (a
+read from a record or tuple built in place as the value put there: `%0`, not
+`{w = %0, b = %1}.w`); calls and folds get lines of their own, named `%c0, %c1, …`.
 """
 
 from __future__ import annotations
@@ -60,6 +61,10 @@ class _Printer:
             return self.names[value]
         owner = value.owner
         op = owner.operation
+        if op.name in ("psk.field", "psk.get"):
+            put = self._put(op)
+            if put is not None:  # a part of a record or tuple built in place: what was put
+                return self.ref(put)
         if op.name == "psk.field":
             return f"{self.ref(op.operands[0])}.{string_attr(op, 'name')}"
         if op.name == "psk.get":
@@ -70,6 +75,34 @@ class _Printer:
         if op.name in ("psk.record_empty", "psk.set_field"):
             return "{" + ", ".join(f"{n} = {v}" for n, v in self._record_fields(op)) + "}"
         raise AssertionError(f"no name for a value of {op.name}")
+
+    def _put(self, read: ir.Operation) -> ir.Value | None:
+        """The value a field read or item read finds in a record built by `psk.set_field`
+        or a tuple built by `psk.tuple_append`; None when it reads any other value."""
+        op = self._builder(read.operands[0])
+        if read.name == "psk.field":
+            name = string_attr(read, "name")
+            while op is not None and op.name == "psk.set_field":  # the last set is read
+                if string_attr(op, "name") == name:
+                    return op.operands[1]
+                op = self._builder(op.operands[0])
+            return None
+        parts = []
+        while op is not None and op.name == "psk.tuple_append":
+            parts.append(op.operands[1])
+            op = self._builder(op.operands[0])
+        if op is None or op.name != "psk.tuple_empty":
+            return None
+        index = ir.IntegerAttr(read.attributes["index"]).value
+        parts.reverse()
+        return parts[index] if 0 <= index < len(parts) else None
+
+    def _builder(self, value: ir.Value) -> ir.Operation | None:
+        """The op that builds `value` in place (printed inline), else None."""
+        if value in self.names or isinstance(value.owner, ir.Block):
+            return None
+        op = value.owner.operation
+        return op if op.name in _INLINE else None
 
     def _tuple_items(self, op) -> list[str]:
         if op.name == "psk.tuple_empty":
