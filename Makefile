@@ -5,7 +5,7 @@ BIN       := $(VENV)/bin
 STAMP     := $(VENV)/.installed
 JOBS      ?= 2
 
-.PHONY: help setup demo test test-all lint lit pytest clean
+.PHONY: help setup demo test test-all lint conformance clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 12
@@ -27,6 +27,9 @@ test: setup  ## pytest (fast tests) and the lit suite
 test-all: setup  ## everything, tests marked slow included
 	$(BIN)/python -m pytest -q -m ''
 	$(BIN)/lit -sv test/lit
+
+conformance: setup  ## measure the kernel backend against the reference into docs/conformance.md
+	$(BIN)/python tools/conformance.py
 
 lint: setup  ## ruff lint and format check
 	$(BIN)/ruff check presk passes tools tests test/lit/lit.cfg.py

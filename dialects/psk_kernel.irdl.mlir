@@ -7,6 +7,12 @@
 //   !psk_kernel.buffer<f32, array<i64: 4, 2>, ["batch", ""]>   a row-major buffer of a
 //       machine type (f64, f32, bf16, i64, i8 or i1), with its shape and axis names
 //
+// In the host program (PSK-Core after psk-lower-to-kernel), `psk_kernel.launch` runs the
+// kernel `kernel` on the buffers of the tuple it is given and gives the output: it keeps
+// the `psk.site` of the op (or fusion group) it replaces. A launch marked
+// `psk_kernel.draw = "dropout"` also gets the mask the host draws for it (from `rate` and
+// the key `psk.key` or its site), as a last input.
+//
 // Loads and stores take one `index` per axis. A load's result type may be wider than the
 // buffer's element type (a bf16 parameter read by an f32 nest): the load widens exactly.
 // A store's value may be wider than the buffer: the store rounds to nearest even.
@@ -31,6 +37,15 @@ irdl.dialect @psk_kernel {
     %buf = irdl.base @psk_kernel::@buffer
     %idx = irdl.is index
     irdl.operands(value: %val, buffer: %buf, indices: variadic %idx)
+  }
+  // run a kernel on the buffers of a tuple; its output buffer is the result
+  irdl.operation @launch {
+    %args = irdl.base "!builtin.tuple"
+    %res = irdl.any
+    %k = irdl.base "#builtin.symbol_ref"
+    irdl.operands(args: %args)
+    irdl.results(res: %res)
+    irdl.attributes { "kernel" = %k }
   }
   // a C library function of one or two scalars (exp, log, tanh, sin, cos, erf, ...)
   irdl.operation @call {

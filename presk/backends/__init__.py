@@ -1,20 +1,31 @@
 """Executors behind one seam: each takes runtime values and gives runtime values.
 
-`make(name, program, bits)` gives the backend called `name` for a PSK-Core program; every
-backend has `name` and `call(args, ctx, entry=None)`.
+`make(name, module, …)` gives the backend called `name` for a PSK-Core module (its
+derivatives expanded); every backend has `name` and `call(args, ctx, entry=None)`.
 """
 
 from __future__ import annotations
 
 from presk.errors import UsageError
-from presk.ir.program import Program
+from presk.ir.program import read_program
 
-BACKENDS = ("interp",)
+BACKENDS = ("interp", "kernel")
+REALIZATIONS = ("f64", "f32", "bf16")
 
 
-def make(name: str, program: Program, bits: int = 256):
+def make(name: str, module, bits: int = 256, realize: str = "f64"):
+    """The backend `name` for `module`; a machine backend lowers the module in place."""
     if name == "interp":
         from presk.backends.interp import Interpreter
 
-        return Interpreter(program, bits)
+        return Interpreter(read_program(module), bits)
+    if name == "kernel":
+        from presk import stages
+        from presk.backends.kernel import KernelBackend
+        from presk.kernel.machine import MACHINES
+
+        if realize not in MACHINES:
+            raise UsageError(f"--realize {realize}: f64, f32 or bf16")
+        stages.kernel(module, realize)
+        return KernelBackend(read_program(module), module, MACHINES[realize])
     raise UsageError(f"unknown backend {name!r} (backends: {', '.join(BACKENDS)})")

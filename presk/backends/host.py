@@ -1,9 +1,10 @@
 """The host program: PSK-Core functions evaluated over runtime values.
 
 Calls, folds over stacked layers, records and tuples are the host's; each primitive is
-handed to the executor (`apply`), which computes it its own way: exactly (the
-reference) or as kernels in a machine type. Every executor therefore shares one host,
-one call-path scheme for its random draws, and one way of reporting bad data.
+handed to the executor (`apply`), which computes it its own way (exactly, for the
+reference), and each kernel launch of a lowered program too. Every executor therefore
+shares one host, one call-path scheme for its random draws, and one way of reporting
+bad data.
 """
 
 from __future__ import annotations
@@ -90,11 +91,12 @@ class Host:
 
     def _op(self, op: Op, ins: list, ctx: CallContext, path: str) -> Value:
         name = op.name
-        if op.prim is not None:
-            where = f"{path}/{op.site}"
+        if op.prim is not None or name == "psk_kernel.launch":
+            kind = op.prim.name if op.prim is not None else op.attrs.get("draw")
+            where = f"{path}/{op.key or op.site}"
 
-            def draw(where=where):
-                return rng.generator(ctx.seed, f"{op.prim.name}/{ctx.step}{where}")
+            def draw(where=where, kind=kind):
+                return rng.generator(ctx.seed, f"{kind}/{ctx.step}{where}")
 
             return self.apply(op, ins, ctx, draw)
         if name == "psk.field":

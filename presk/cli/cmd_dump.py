@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import sys
 
+from presk import backends
+from presk.backends import REALIZATIONS
+from presk.backends.host import CallContext
 from presk.cli.programs import add_program_args, elaborate_args, read_program
 from presk.errors import UsageError
 from presk.front.unparse import program as unparse
 from presk.ir.core_text import core_text
+from presk.ir.program import read_program as read_core
+from presk.kernel.text import kernel_text
+from presk.runtime.inputs import arguments, parameters
 
-HELP = "show a program at a stage: its syntax tree (ast) or PSK-Core (core)"
-STAGES = ("ast", "core")
+HELP = "show a program at a stage: its syntax tree (ast), PSK-Core (core) or its kernels (kernel)"
+STAGES = ("ast", "core", "kernel")
 
 
 def configure(p) -> None:
@@ -22,20 +28,55 @@ def configure(p) -> None:
         "--format",
         choices=("text", "mlir"),
         default="text",
-        help="readable text, or the MLIR module presk-opt reads (core only)",
+        help="readable text, or the MLIR module presk-opt reads",
+    )
+    p.add_argument(
+        "--realize",
+        choices=REALIZATIONS,
+        default="f64",
+        help="the machine type of the kernels (--stage kernel; default f64)",
+    )
+    p.add_argument(
+        "--seed", type=int, default=0, help="seed of the run --stage kernel makes (default 0)"
     )
 
 
 def run(args) -> int:
+    if args.stage == "ast" and args.format == "mlir":
+        raise UsageError("--format mlir shows an elaborated module, not --stage ast (text only)")
     program = read_program(args.file)
     if args.stage == "ast":
         sys.stdout.write(unparse(program))
         return 0
     if not args.entry:
-        raise UsageError("--stage core needs --entry")
+        raise UsageError(f"--stage {args.stage} needs --entry")
     elaborated = elaborate_args(args, program)
+    module = elaborated.module
+    if args.stage == "kernel":
+        text = kernel_dump(module, args.realize, args.seed)
+        if args.format == "text":
+            sys.stdout.write(text)
+            return 0
     if args.format == "mlir":
-        sys.stdout.write(str(elaborated.module))
+        sys.stdout.write(str(module))
     else:
-        sys.stdout.write(core_text(elaborated.module))
+        sys.stdout.write(core_text(module))
     return 0
+
+
+def kernel_dump(module, realize: str, seed: int) -> str:
+    """The kernels an entry launches, in the order of their first launch: the module is
+    lowered (in place) and the entry run on drawn inputs, as the seed's dump does."""
+    program = read_core(module)
+    params = parameters(program, seed, None)
+    args = ([params] if params is not None else []) + arguments(program, seed, None)
+    backend = backends.make("kernel", module, realize=realize)
+    backend.call(args, CallContext(seed=seed))
+    saved = backend.unfused - backend.launches
+    pct = round(100 * saved / backend.unfused) if backend.unfused else 0
+    lines = [
+        f"-- {len(backend.launched)} kernels, {backend.launches} launches, {realize}",
+        f"-- fusion: {backend.unfused} launches without it, {saved} saved ({pct}%)",
+    ]
+    lines += [kernel_text(backend.kernel_ops[name]) for name in backend.launched]
+    return "\n".join(lines) + "\n"

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from presk import backends
 from presk.backends.host import CallContext
-from presk.cli.programs import add_program_args, elaborate_args, read_program
+from presk.cli.programs import (
+    add_backend_args,
+    add_program_args,
+    elaborate_args,
+    make_backend,
+    read_program,
+)
 from presk.ir.program import read_program as read_core
 from presk.runtime.inputs import parameters
 from presk.runtime.values import Tensor
@@ -22,12 +27,7 @@ def configure(p) -> None:
     p.add_argument(
         "--weights", metavar="CKPT.psk.d", help="the parameters (default: the initializers)"
     )
-    p.add_argument(
-        "--backend", choices=backends.BACKENDS, default="interp", help="where the loss runs"
-    )
-    p.add_argument(
-        "--bits", type=int, default=256, help="precision of the reference backend (default 256)"
-    )
+    add_backend_args(p)
     p.add_argument("--seed", type=int, default=0, help="seed of the initial parameters (default 0)")
     p.add_argument("--batches", type=int, metavar="N", help="only the first N validation batches")
 
@@ -35,10 +35,11 @@ def configure(p) -> None:
 def run(args) -> int:
     program = read_program(args.file)
     data = Windows.load(args.data)
-    core = read_core(elaborate_args(args, program).module)
+    elaborated = elaborate_args(args, program)
+    core = read_core(elaborated.module)
     t, vocab = check_token_entry(core, data)
     params = parameters(core, args.seed, args.weights)
-    backend = backends.make(args.backend, core, args.bits)
+    backend = make_backend(args, elaborated.module)
     total, count = 0.0, 0
     for windows in data.validation(t.shape[0]):
         if args.batches is not None and count >= args.batches:

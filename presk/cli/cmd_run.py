@@ -5,27 +5,17 @@ from __future__ import annotations
 import sys
 
 from presk.backends.host import CallContext
-from presk.backends.interp import Interpreter
-from presk.cli.programs import add_program_args, elaborate_args
-from presk.errors import UsageError
+from presk.cli.programs import add_backend_args, add_program_args, elaborate_args, make_backend
 from presk.ir.program import read_program
 from presk.runtime import output
 from presk.runtime.inputs import arguments, parameters
 
-HELP = "run an entry (the exact reference: --backend interp) and print its output"
+HELP = "run an entry on the exact reference (--backend interp) or the kernels, and print its output"
 
 
 def configure(p) -> None:
     add_program_args(p)
-    p.add_argument(
-        "--backend",
-        choices=("interp",),
-        default="interp",
-        help="interp: the exact reference (mpmath/MPFR at --bits)",
-    )
-    p.add_argument(
-        "--bits", type=int, default=256, help="precision of the reference, in bits (default 256)"
-    )
+    add_backend_args(p)
     p.add_argument(
         "--seed",
         type=int,
@@ -54,25 +44,21 @@ def configure(p) -> None:
 
 
 def run(args) -> int:
-    if args.bits < 2:
-        raise UsageError(f"--bits {args.bits}: the reference needs at least 2 bits")
     elaborated = elaborate_args(args)
     program = read_program(elaborated.module)
     params = parameters(program, args.seed, args.weights)
     call_args = ([params] if params is not None else []) + arguments(
         program, args.seed, args.inputs
     )
-    backend = Interpreter(program, args.bits)
+    backend = make_backend(args, elaborated.module)
     result = backend.call(call_args, CallContext(seed=args.seed))
     if args.out:
         output.write_npz(args.out, result)
     if args.format == "json":
-        header = {
-            "entry": program.entry,
-            "backend": backend.name,
-            "bits": args.bits,
-            "seed": args.seed,
-        }
+        header = {"entry": program.entry, "backend": backend.name, "seed": args.seed}
+        header.update(
+            {"bits": args.bits} if args.backend == "interp" else {"realize": args.realize}
+        )
         sys.stdout.write(output.json_text(result, header, args.bits))
     else:
         sys.stdout.write(output.text(result))

@@ -6,8 +6,13 @@ import os
 import time
 from dataclasses import asdict
 
-from presk import backends
-from presk.cli.programs import add_program_args, elaborate_args, read_program
+from presk.cli.programs import (
+    add_backend_args,
+    add_program_args,
+    elaborate_args,
+    make_backend,
+    read_program,
+)
 from presk.errors import BindingError, UsageError
 from presk.front.bindings import parse_assignments
 from presk.ir.program import read_program as read_core
@@ -21,12 +26,7 @@ HELP = "train an entry's parameters with AdamW, on the reference or a native bac
 
 def configure(p) -> None:
     add_program_args(p, default_entry="loss")
-    p.add_argument(
-        "--backend", choices=backends.BACKENDS, default="interp", help="where the steps run"
-    )
-    p.add_argument(
-        "--bits", type=int, default=256, help="precision of the reference backend (default 256)"
-    )
+    add_backend_args(p)
     p.add_argument(
         "--steps", type=int, help="steps to train (default: --epochs of the data, else 100)"
     )
@@ -112,8 +112,6 @@ def _bind_batch(args, program) -> None:
 
 
 def run(args) -> int:
-    if args.bits < 2:
-        raise UsageError(f"--bits {args.bits}: the reference needs at least 2 bits")
     program = read_program(args.file)
     _bind_batch(args, program)
     data = Windows.load(args.data) if args.data else None
@@ -140,13 +138,14 @@ def run(args) -> int:
         "seed": args.seed,
         "backend": args.backend,
         "bits": args.bits,
+        "realize": args.realize,
         "remat": args.remat,
         "data": os.path.abspath(args.data) if args.data else None,
         "hyper": asdict(hyper),
         "steps": steps,
     }
     out = args.out or os.path.join("runs", os.path.splitext(os.path.basename(args.file))[0])
-    backend = backends.make(args.backend, core, args.bits)
+    backend = make_backend(args, elaborated.module)
     if args.resume:
         state = resume(args.resume, core, meta)
     else:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from presk import stages
+from presk import backends, stages
 from presk.errors import UsageError
 from presk.front import ast
 from presk.front.bindings import parse_assignments, parse_entry
@@ -60,3 +60,26 @@ def elaborate_args(args, program: ast.Program | None = None) -> Elaborated:
     elaborated = elaborate(program, parse_entry(args.entry), dims, consts, new_context())
     stages.core(elaborated.module, getattr(args, "remat", "store"))
     return elaborated
+
+
+def add_backend_args(p, default: str = "interp") -> None:
+    p.add_argument(
+        "--backend",
+        choices=backends.BACKENDS,
+        default=default,
+        help="interp: the exact reference; kernel: the kernel evaluator in --realize",
+    )
+    p.add_argument("--bits", type=int, default=256, help="precision of the reference (default 256)")
+    p.add_argument(
+        "--realize",
+        choices=backends.REALIZATIONS,
+        default="f64",
+        help="the machine type of the kernel backends (default f64)",
+    )
+
+
+def make_backend(args, module):
+    """The backend the flags name, for `module` (lowered in place for a machine backend)."""
+    if args.bits < 2:
+        raise UsageError(f"--bits {args.bits}: the reference needs at least 2 bits")
+    return backends.make(args.backend, module, args.bits, args.realize)

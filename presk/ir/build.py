@@ -1,9 +1,9 @@
-"""Building PSK-Core functions through the MLIR bindings.
+"""Building PSK-Core through the MLIR bindings.
 
-One `FuncBuilder` makes one `func.func`: its ops typed by the primitives' rules, each
-compute op given the next site of its function (`"<prefix>/%<n>"`), structural ops
-(fields, tuples, records, calls) given none. The elaborator, the `psk-vjp` pass and the
-trainer all build PSK-Core with it.
+A `Builder` emits ops at an insertion point: typed by the primitives' rules, each compute
+op given the next site of its function (`"<prefix>/%<n>"`), structural ops (fields,
+tuples, records, calls) given none. A `FuncBuilder` is a Builder of a new `func.func`.
+The elaborator, the `psk-vjp` pass, the kernel lowering and the trainer build with them.
 """
 
 from __future__ import annotations
@@ -26,36 +26,21 @@ class V:
     type: PskType
 
 
-class FuncBuilder:
+class Builder:
+    """Ops emitted at `ip` (the end of a block, or just before an op)."""
+
     def __init__(
         self,
-        module,
-        symbol: str,
-        inputs: list[tuple[str, PskType]],
+        ctx: ir.Context,
+        ip: ir.InsertionPoint,
         site_prefix: str,
         loc: ir.Location | None = None,
     ):
-        self.module = module  # an ir.Module, or the builtin.module op a pass is given
-        self.ctx = module.context
-        self.symbol = symbol
+        self.ctx = ctx
+        self.ip = ip
         self.prefix = site_prefix
         self.count = 0
-        self.loc = loc or ir.Location.unknown(self.ctx)
-        self.inputs = [t for _, t in inputs]
-        body = module.operation.regions[0].blocks[0]
-        with self.ctx, self.loc, ir.InsertionPoint(body):
-            ftype = ir.FunctionType.get([self.mlir_type(t) for t in self.inputs], [])
-            self.func = func.FuncOp(symbol, ftype)
-            self.block = self.func.add_entry_block()
-        self.func.attributes["psk.function"] = ir.StringAttr.get(site_prefix, self.ctx)
-        self.func.attributes["arg_attrs"] = ir.ArrayAttr.get(
-            [
-                ir.DictAttr.get({"psk.name": ir.StringAttr.get(n, self.ctx)}, self.ctx)
-                for n, _ in inputs
-            ],
-            self.ctx,
-        )
-        self.args = [V(a, t) for a, t in zip(self.block.arguments, self.inputs, strict=True)]
+        self.loc = loc or ir.Location.unknown(ctx)
 
     def mlir_type(self, t: PskType) -> ir.Type:
         return ir.Type.parse(t.mlir(), self.ctx)
@@ -81,7 +66,7 @@ class FuncBuilder:
             attributes["psk.site"] = ir.StringAttr.get(
                 self.next_site() if site is True else site, self.ctx
             )
-        with ir.InsertionPoint(self.block):
+        with self.ip:
             new = ir.Operation.create(
                 name,
                 results=[self.mlir_type(result)],
@@ -162,6 +147,40 @@ class FuncBuilder:
                 "psk.callsite": ir.StringAttr.get(callsite),
             }
         return self.op(op, operands, result, attrs, loc=loc)
+
+
+class FuncBuilder(Builder):
+    """A Builder of a new `func.func` at the end of `module` (an ir.Module, or the
+    builtin.module op a pass is given), with its arguments `inputs`."""
+
+    def __init__(
+        self,
+        module,
+        symbol: str,
+        inputs: list[tuple[str, PskType]],
+        site_prefix: str,
+        loc: ir.Location | None = None,
+    ):
+        self.module = module
+        self.symbol = symbol
+        self.inputs = [t for _, t in inputs]
+        ctx = module.context
+        loc = loc or ir.Location.unknown(ctx)
+        body = module.operation.regions[0].blocks[0]
+        with ctx, loc, ir.InsertionPoint(body):
+            ftype = ir.FunctionType.get([ir.Type.parse(t.mlir()) for t in self.inputs], [])
+            self.func = func.FuncOp(symbol, ftype)
+            self.block = self.func.add_entry_block()
+        super().__init__(ctx, ir.InsertionPoint(self.block), site_prefix, loc)
+        self.func.attributes["psk.function"] = ir.StringAttr.get(site_prefix, self.ctx)
+        self.func.attributes["arg_attrs"] = ir.ArrayAttr.get(
+            [
+                ir.DictAttr.get({"psk.name": ir.StringAttr.get(n, self.ctx)}, self.ctx)
+                for n, _ in inputs
+            ],
+            self.ctx,
+        )
+        self.args = [V(a, t) for a, t in zip(self.block.arguments, self.inputs, strict=True)]
 
     def ret(self, v: V, loc: ir.Location | None = None) -> None:
         with ir.InsertionPoint(self.block):

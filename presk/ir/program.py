@@ -47,7 +47,7 @@ class Function:
 
 @dataclass
 class Program:
-    functions: dict[str, Function]
+    functions: dict[str, Function]  # the host functions (kernels are read by their backend)
     entry: str
     attrs: dict = field(default_factory=dict)  # psk.program, psk.dims, psk.params, psk.bounds
 
@@ -107,7 +107,13 @@ def _read_function(f) -> Function:
         callee = None
         if "callee" in op.attributes:
             callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
-        if op.name in ("psk.field", "psk.set_field"):
+        if op.name == "psk_kernel.launch":
+            attrs = {
+                "kernel": ir.FlatSymbolRefAttr(op.attributes["kernel"]).value,
+                "draw": string_attr(op, "psk_kernel.draw"),
+                "rate": string_attr(op, "rate"),
+            }
+        elif op.name in ("psk.field", "psk.set_field"):
             attrs = {"name": string_attr(op, "name")}
         elif op.name == "psk.get":
             attrs = {"index": ir.IntegerAttr(op.attributes["index"]).value}
@@ -148,7 +154,7 @@ def read_program(module) -> Program:
     functions = {}
     for op in module_op.regions[0].blocks[0].operations:
         op = op.operation
-        if op.name == "func.func":
+        if op.name == "func.func" and "psk_kernel.kernel" not in op.attributes:
             fn = _read_function(op)
             functions[fn.name] = fn
     attrs = {}

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from presk.ir.types import Axis, TensorType
+from presk.kernel.nests import accumulate, aligned_index, loops
 from presk.prims import exact
 from presk.prims.base import (
     Apply,
@@ -182,6 +183,60 @@ def _expand_vjp(e, ins, out, ct, need):
     return [e.prim("sum", [ct], {"axes": list(e.attrs["axes"])}) if need[0] else None, None]
 
 
+# ---- kernels: data movement, and sum_to's sums ---------------------------------------
+
+
+def _split_kernel(kb, ap: Apply) -> None:
+    # out[..., h, s, e] = x[..., s, h·hd + e]
+    out = ap.out_type
+    hd = out.axes[-1].size
+    with loops(kb, out.shape) as o:
+        *lead, h, s, e = o
+        kb.store(kb.load(0, [*lead, s, kb.iadd(kb.imul(h, hd), e)]), o)
+
+
+def _merge_kernel(kb, ap: Apply) -> None:
+    # out[..., s, h·hd + e] = x[..., h, s, e]
+    x = ap.in_types[0]
+    hd = x.axes[-1].size
+    with loops(kb, x.shape) as i:
+        *lead, h, s, e = i
+        kb.store(kb.load(0, i), [*lead, s, kb.iadd(kb.imul(h, hd), e)])
+
+
+def _broadcast_kernel(kb, ap: Apply) -> None:
+    with loops(kb, ap.out_type.shape) as o:
+        kb.store(kb.load(0, aligned_index(ap.in_types[0], ap.out_type, o)), o)
+
+
+def _expand_kernel(kb, ap: Apply) -> None:
+    drop = set(ap.attrs["axes"])
+    with loops(kb, ap.out_type.shape) as o:
+        kb.store(kb.load(0, [v for i, v in enumerate(o) if i not in drop]), o)
+
+
+def _sum_to_kernel(kb, ap: Apply) -> None:
+    # each output element sums the axes of x it lacks, row-major in x's order
+    x, like = ap.in_types[0], ap.out_type
+    m = alignment(like, x)
+    summed = [i for i, j in enumerate(m) if j is None]
+    with loops(kb, like.shape) as o:
+
+        def step(r, acc):
+            idx, it = [], iter(r)
+            for j in m:
+                idx.append(o[j] if j is not None else next(it))
+            return [kb.add(acc[0], kb.load(0, idx))]
+
+        total = accumulate(kb, [x.axes[i].size for i in summed], [kb.const("0")], step)[0]
+        kb.store(total, o)
+
+
+def _mask_kernel(kb, ap: Apply) -> None:
+    with loops(kb, ap.out_type.shape) as (i, j):
+        kb.store(kb.mask_value(kb.icmp("sle", j, i)), [i, j])
+
+
 def _flat(e, ins, out, ct, need):
     return [None] * len(ins)
 
@@ -196,8 +251,18 @@ PRIMS = [
         attr_kinds={"heads": "i64"},
         reference=_split_ref,
         vjp=_split_vjp,
+        kernel=_split_kernel,
     ),
-    Prim("merge_heads", "psk.merge_heads", (1, 1), _merge, reference=_merge_ref, vjp=_merge_vjp),
+    Prim(
+        "merge_heads",
+        "psk.merge_heads",
+        (1, 1),
+        _merge,
+        reference=_merge_ref,
+        vjp=_merge_vjp,
+        kernel=_merge_kernel,
+    ),
+    # a rename moves no element: the host relabels the buffer
     Prim(
         "rename",
         "psk.rename",
@@ -217,6 +282,7 @@ PRIMS = [
         kinds=("real", "any"),
         reference=_broadcast_like_ref,
         vjp=_broadcast_like_vjp,
+        kernel=_broadcast_kernel,
     ),
     Prim(
         "sum_to",
@@ -226,6 +292,7 @@ PRIMS = [
         kinds=("real", "any"),
         reference=_sum_to_ref,
         vjp=_sum_to_vjp,
+        kernel=_sum_to_kernel,
     ),
     Prim(
         "expand",
@@ -236,6 +303,7 @@ PRIMS = [
         kinds=("real", "any"),
         reference=_expand_ref,
         vjp=_expand_vjp,
+        kernel=_expand_kernel,
     ),
     Prim(
         "causal_mask",
@@ -246,5 +314,6 @@ PRIMS = [
         attr_kinds={"names": "strs", "sizes": "i64s"},
         reference=_mask_ref,
         vjp=_flat,
+        kernel=_mask_kernel,
     ),
 ]

@@ -98,6 +98,12 @@ class Prim:
     # cotangent per operand, None where `need` is False or the operand has none. The
     # emitter (passes/psk_vjp.py) builds ops and knows the forward op's attributes.
     vjp: Callable[..., list] | None = None
+    # Kernels (presk/kernel): an elementwise primitive gives its computation on scalars
+    # already loaded, `scalar(kb, values, apply) -> value`, which fusion chains in one nest;
+    # any other primitive its whole nest, `kernel(kb, apply)`, reading kb's inputs and
+    # writing its output. A primitive with neither runs on the host.
+    scalar: Callable | None = None
+    kernel: Callable | None = None
     doc: str = ""
 
     def operand_kind(self, i: int) -> str:

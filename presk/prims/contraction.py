@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from presk.ir.types import Axis, TensorType
+from presk.kernel.nests import Contraction, contraction, default_tile
 from presk.prims import exact
 from presk.prims.base import Apply, Prim, TypingError, check_unique_names
 
@@ -186,11 +187,86 @@ def _ein_vjp(e, ins, out, ct, need):
     ]
 
 
+# ---- kernels: every contraction is one nest of presk/kernel/nests.py -------------------
+
+
+def _spec(name: str, ap: Apply) -> Contraction:
+    ta, tb = ap.in_types
+    out = ap.out_type
+    if name == "dot":  # A + [K] · [K] + J
+        ra = ta.rank
+        return Contraction(
+            tuple(("o", i) for i in range(ra - 1)) + (("k", 0),),
+            (("k", 0),) + tuple(("o", ra - 1 + j) for j in range(tb.rank - 1)),
+            (ta.axes[-1].size,),
+        )
+    if name == "matmul":  # [..., I, K] × [..., K, J]
+        nb = ta.rank - 2
+        batch = tuple(("o", i) for i in range(nb))
+        return Contraction(
+            batch + (("o", nb), ("k", 0)), batch + (("k", 0), ("o", nb + 1)), (ta.axes[-1].size,)
+        )
+    if name == "ein":
+        names = [a.name for a in out.axes]
+        summed = [n for n in ta.names if n not in names]
+
+        def m(t):
+            return tuple(
+                ("o", names.index(n)) if n in names else ("k", summed.index(n)) for n in t.names
+            )
+
+        return Contraction(m(ta), m(tb), tuple(ta.axes[ta.names.index(n)].size for n in summed))
+    if name == "dot_vjp_l":  # ct: A + J, b: [K] + J  ->  A + [K], J summed
+        na, nj = out.rank - 1, tb.rank - 1
+        return Contraction(
+            tuple(("o", i) for i in range(na)) + tuple(("k", j) for j in range(nj)),
+            (("o", na),) + tuple(("k", j) for j in range(nj)),
+            tuple(a.size for a in tb.axes[1:]),
+        )
+    # dot_vjp_r: a: A + [K], ct: A + J  ->  [K] + J, A summed as one
+    na = ta.rank - 1
+    return Contraction(
+        tuple(("k", i) for i in range(na)) + (("o", 0),),
+        tuple(("k", i) for i in range(na)) + tuple(("o", 1 + j) for j in range(tb.rank - na)),
+        tuple(a.size for a in ta.axes[:-1]),
+    )
+
+
+def _kernel(name: str):
+    def lower(kb, ap: Apply) -> None:
+        c = _spec(name, ap)
+        contraction(kb, c, ap.out_type, default_tile(c, ap.out_type, kb.machine.name, name))
+
+    return lower
+
+
 PRIMS = [
-    Prim("dot", "psk.dot", (2, 2), _dot, reference=_dot_ref, vjp=_dot_vjp),
-    Prim("matmul", "psk.matmul", (2, 2), _matmul, reference=_matmul_ref, vjp=_matmul_vjp),
-    Prim("dot_vjp_l", "psk.dot_vjp_l", (2, 2), _vjp_l, reference=_vjp_l_ref),
-    Prim("dot_vjp_r", "psk.dot_vjp_r", (2, 2), _vjp_r, reference=_vjp_r_ref),
+    Prim("dot", "psk.dot", (2, 2), _dot, reference=_dot_ref, vjp=_dot_vjp, kernel=_kernel("dot")),
+    Prim(
+        "matmul",
+        "psk.matmul",
+        (2, 2),
+        _matmul,
+        reference=_matmul_ref,
+        vjp=_matmul_vjp,
+        kernel=_kernel("matmul"),
+    ),
+    Prim(
+        "dot_vjp_l",
+        "psk.dot_vjp_l",
+        (2, 2),
+        _vjp_l,
+        reference=_vjp_l_ref,
+        kernel=_kernel("dot_vjp_l"),
+    ),
+    Prim(
+        "dot_vjp_r",
+        "psk.dot_vjp_r",
+        (2, 2),
+        _vjp_r,
+        reference=_vjp_r_ref,
+        kernel=_kernel("dot_vjp_r"),
+    ),
     Prim(
         "ein",
         "psk.ein",
@@ -200,5 +276,6 @@ PRIMS = [
         attr_kinds={"axes": "strs"},
         reference=_ein_ref,
         vjp=_ein_vjp,
+        kernel=_kernel("ein"),
     ),
 ]

@@ -202,6 +202,43 @@ def _dropout_vjp(e, ins, out, ct, need):
     return [e.prim("dropout", [ct], dict(e.attrs), extra=e.key_of_forward()) if need[0] else None]
 
 
+# ---- kernels: the computation on loaded scalars (in the kernel's arithmetic type) ----
+
+
+def _gelu_scalar(kb, x):
+    # x · (1 + erf(x / √2)) / 2, in the reference's order
+    w = kb.add(kb.const("1"), kb.call("erf", kb.div(x, kb.const("sqrt(2)"))))
+    return kb.div(kb.mul(x, w), kb.const("2"))
+
+
+def _sign_scalar(kb, x):
+    zero = kb.const("0")
+    negative = kb.select(kb.cmp("olt", x, zero), kb.const("-1"), zero)
+    return kb.select(kb.cmp("ogt", x, zero), kb.const("1"), negative)
+
+
+_UNARY_SCALAR = {
+    "neg": lambda kb, x: kb.neg(x),
+    "sqrt": lambda kb, x: kb.sqrt(x),
+    "abs": lambda kb, x: kb.absf(x),
+    "gelu": _gelu_scalar,
+    "relu": lambda kb, x: kb.select(kb.cmp("ogt", x, kb.const("0")), x, kb.const("0")),
+    "sign": _sign_scalar,
+}
+for _fn in ("exp", "log", "tanh", "sin", "cos", "erf"):
+    _UNARY_SCALAR[_fn] = lambda kb, x, fn=_fn: kb.call(fn, x)
+
+_BINARY_SCALAR = {
+    "add": lambda kb, a, b: kb.add(a, b),
+    "sub": lambda kb, a, b: kb.sub(a, b),
+    "mul": lambda kb, a, b: kb.mul(a, b),
+    "div": lambda kb, a, b: kb.div(a, b),
+    "max": lambda kb, a, b: kb.max(a, b),
+    "min": lambda kb, a, b: kb.min(a, b),
+    "pow": lambda kb, a, b: kb.call("pow", a, b),
+}
+
+
 PRIMS = [
     Prim(
         n,
@@ -211,6 +248,7 @@ PRIMS = [
         elementwise=True,
         reference=lambda ap, xs, f=_UNARY_REF[n]: f(xs[0]),
         vjp=_unary_vjp(n),
+        scalar=lambda kb, v, ap, f=_UNARY_SCALAR[n]: f(kb, v[0]),
     )
     for n in UNARY
 ]
@@ -223,6 +261,7 @@ PRIMS += [
         elementwise=True,
         reference=_binary_ref(_BINARY_REF[n]),
         vjp=_binary_vjp(n),
+        scalar=lambda kb, v, ap, f=_BINARY_SCALAR[n]: f(kb, v[0], v[1]),
     )
     for n in BINARY
 ]
@@ -234,6 +273,7 @@ PRIMS += [
         _compare,
         reference=_gt_ref,
         vjp=lambda e, ins, out, ct, need: [None, None],
+        scalar=lambda kb, v, ap: kb.mask_value(kb.cmp("ogt", v[0], v[1])),
         doc="a > b, as a mask",
     ),
     Prim(
@@ -244,6 +284,7 @@ PRIMS += [
         kinds=("bool", "real"),
         reference=_select_ref,
         vjp=_select_vjp,
+        scalar=lambda kb, v, ap: kb.select(kb.truthy(v[0]), v[1], v[2]),
     ),
 ]
 
@@ -277,6 +318,10 @@ PRIMS.append(
         bind=_rate_bind,
         attr_kinds={"rate": "str"},
         reference=_dropout_ref,
+        # a kernel gets the mask the host drew as a second input (i8: 1 where kept)
+        scalar=lambda kb, v, ap: kb.select(
+            kb.truthy(v[1]), kb.mul(v[0], kb.const(f"1 / (1 - {ap.attrs['rate']})")), kb.const("0")
+        ),
         vjp=_dropout_vjp,
     )
 )

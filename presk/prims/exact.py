@@ -40,7 +40,7 @@ def exact(a: np.ndarray) -> np.ndarray:
 
 def to_float64(a: np.ndarray) -> np.ndarray:
     """MPFR numbers rounded to the nearest float64."""
-    return _to_float(a).astype(np.float64) if a.size else np.zeros(a.shape)
+    return np.asarray(_to_float(a), dtype=np.float64) if a.size else np.zeros(a.shape)
 
 
 def ufunc(fn) -> np.ufunc:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from presk.ir.types import TensorType
+from presk.kernel.nests import accumulate, loops
 from presk.prims import exact
 from presk.prims.base import Apply, Prim, TypingError, axis_position, one_axis, without
 
@@ -132,6 +133,95 @@ def _max_vjp(e, ins, out, ct, need):
     ]
 
 
+# ---- kernels ----------------------------------------------------------------------------
+
+
+def _full_index(rank: int, kept: list[int], out_idx, red: list[int], red_idx):
+    idx = [None] * rank
+    for i, v in zip(kept, out_idx, strict=True):
+        idx[i] = v
+    for i, v in zip(red, red_idx, strict=True):
+        idx[i] = v
+    return idx
+
+
+def _reduce_kernel(kind: str):
+    def lower(kb, ap: Apply) -> None:
+        x = ap.in_types[0]
+        red = sorted(ap.attrs["axes"])
+        kept = [i for i in range(x.rank) if i not in red]
+        sizes = [x.axes[i].size for i in red]
+        with loops(kb, [x.axes[i].size for i in kept]) as o:
+            if kind == "max":  # the first element, then every larger one
+                first = kb.load(
+                    0, _full_index(x.rank, kept, o, red, [kb.index_const(0)] * len(red))
+                )
+
+                def step(r, acc):
+                    v = kb.load(0, _full_index(x.rank, kept, o, red, r))
+                    return [kb.select(kb.cmp("ogt", v, acc[0]), v, acc[0])]
+
+                value = accumulate(kb, sizes, [first], step)[0]
+            else:
+
+                def step(r, acc):
+                    return [kb.add(acc[0], kb.load(0, _full_index(x.rank, kept, o, red, r)))]
+
+                value = accumulate(kb, sizes, [kb.const("0")], step)[0]
+                if kind == "mean":
+                    count = 1
+                    for n in sizes:
+                        count *= n
+                    value = kb.div(value, kb.const(str(count)))
+            kb.store(value, o)
+
+    return lower
+
+
+def last_argmax(kb, n: int, load):
+    """(the row maximum, the index of its last occurrence as i64) over 0..n."""
+    first = load(kb.index_const(0))
+
+    def step(r, carried):
+        best, at = carried
+        v = load(r)
+        take = kb.cmp("oge", v, best)
+        return [kb.select(take, v, best), kb.select(take, kb.to_i64(r), at)]
+
+    return accumulate(kb, [n], [first, kb.i64(0)], lambda r, c: step(r[0], c))
+
+
+def _row_axes(x, axis: int):
+    return [i for i in range(x.rank) if i != axis]
+
+
+def _with(o, rest: list[int], axis: int, j):
+    idx = [None] * (len(rest) + 1)
+    for i, v in zip(rest, o, strict=True):
+        idx[i] = v
+    idx[axis] = j
+    return idx
+
+
+def _argmax_kernel(kb, ap: Apply) -> None:
+    x, axis = ap.in_types[0], ap.attrs["axis"]
+    rest = _row_axes(x, axis)
+    with loops(kb, [x.axes[i].size for i in rest]) as o:
+        _, at = last_argmax(kb, x.axes[axis].size, lambda j: kb.load(0, _with(o, rest, axis, j)))
+        kb.store(at, o)
+
+
+def _max_vjp_kernel(kb, ap: Apply) -> None:
+    x, axis = ap.in_types[0], ap.attrs["axes"][0]
+    rest = _row_axes(x, axis)
+    with loops(kb, [x.axes[i].size for i in rest]) as o:
+        _, at = last_argmax(kb, x.axes[axis].size, lambda j: kb.load(0, _with(o, rest, axis, j)))
+        ct = kb.load(1, o)
+        with kb.loop(x.axes[axis].size) as j:
+            hit = kb.icmp("eq", kb.to_i64(j), at)
+            kb.store(kb.select(hit, ct, kb.const("0")), _with(o, rest, axis, j))
+
+
 def _no_vjp(e, ins, out, ct, need):
     return [None] * len(ins)
 
@@ -147,6 +237,7 @@ PRIMS = [
         attr_kinds=_AXES,
         reference=_sum_ref,
         vjp=_sum_vjp,
+        kernel=_reduce_kernel("sum"),
     ),
     Prim(
         "mean",
@@ -157,6 +248,7 @@ PRIMS = [
         attr_kinds=_AXES,
         reference=_mean_ref,
         vjp=_mean_vjp,
+        kernel=_reduce_kernel("mean"),
     ),
     Prim(
         "reduce_max",
@@ -167,6 +259,7 @@ PRIMS = [
         attr_kinds=_AXES,
         reference=_max_ref,
         vjp=_max_vjp,
+        kernel=_reduce_kernel("max"),
     ),
     Prim(
         "reduce_max_vjp",
@@ -175,6 +268,7 @@ PRIMS = [
         _max_vjp_type,
         attr_kinds=_AXES,
         reference=_max_vjp_ref,
+        kernel=_max_vjp_kernel,
     ),
     Prim(
         "argmax",
@@ -185,5 +279,6 @@ PRIMS = [
         attr_kinds={"axis": "i64"},
         reference=_argmax_ref,
         vjp=_no_vjp,
+        kernel=_argmax_kernel,
     ),
 ]

@@ -17,6 +17,7 @@ import numpy as np
 
 from presk.errors import RuntimeDataError
 from presk.ir.types import Axis, TensorType
+from presk.kernel.nests import accumulate, aligned_index, loops
 from presk.prims import exact
 from presk.prims.base import (
     Apply,
@@ -197,6 +198,126 @@ def _embed_vjp(e, ins, out, ct, need):
     return [e.conform(d, table) if need[0] else None, None]
 
 
+# ---- kernels: one row at a time, the other axes parallel -----------------------------
+
+
+def _row_kernel(kb, ap: Apply, body) -> None:
+    """`body(o, load, j_size)` once a row of the first operand along `axis`; load(i, j)
+    reads operand i at the row's element j (the mask aligned to the logits)."""
+    x, axis = ap.in_types[0], ap.attrs["axis"]
+    rest = [i for i in range(x.rank) if i != axis]
+
+    def at(o, j):
+        idx = [None] * x.rank
+        for i, v in zip(rest, o, strict=True):
+            idx[i] = v
+        idx[axis] = j
+        return idx
+
+    with loops(kb, [x.axes[i].size for i in rest]) as o:
+        body(o, at, x.axes[axis].size)
+
+
+def _row_max(kb, n, value, allowed=None):
+    """The row's maximum: from its first element (or -inf with a mask, over the allowed
+    positions), each larger element taking its place."""
+    start = kb.const("-inf") if allowed else value(kb.index_const(0))
+
+    def step(j, acc):
+        v = value(j[0])
+        take = kb.cmp("ogt", v, acc[0])
+        if allowed:
+            take = kb.both(allowed(j[0]), take)
+        return [kb.select(take, v, acc[0])]
+
+    return accumulate(kb, [n], [start], step)[0]
+
+
+def _softmax_kernel(kb, ap: Apply) -> None:
+    # three passes a row: the maximum, Σ exp(x − m), then exp(x − m) / s (recomputed, so
+    # a bf16 output rounds each result once)
+    masked = len(ap.in_types) == 2
+    mask_t = ap.in_types[1] if masked else None
+
+    def row(o, at, n):
+        def value(j):
+            return kb.load(0, at(o, j))
+
+        def allowed(j):
+            return kb.truthy(kb.load(1, aligned_index(mask_t, ap.in_types[0], at(o, j))))
+
+        m = _row_max(kb, n, value, allowed if masked else None)
+
+        def term(j):
+            e = kb.call("exp", kb.sub(value(j), m))
+            return kb.select(allowed(j), e, kb.const("0")) if masked else e
+
+        s = accumulate(kb, [n], [kb.const("0")], lambda j, acc: [kb.add(acc[0], term(j[0]))])[0]
+        with kb.loop(n) as j:
+            kb.store(kb.div(term(j), s), at(o, j))
+
+    _row_kernel(kb, ap, row)
+
+
+def _cross_entropy_kernel(kb, ap: Apply) -> None:
+    # log Σ exp(x − m) − (x_t − m)
+    def row(o, at, n):
+        value = lambda j: kb.load(0, at(o, j))  # noqa: E731
+        m = _row_max(kb, n, value)
+        s = accumulate(
+            kb,
+            [n],
+            [kb.const("0")],
+            lambda j, acc: [kb.add(acc[0], kb.call("exp", kb.sub(value(j[0]), m)))],
+        )[0]
+        xt = value(kb.to_index(kb.load(1, o)))
+        kb.store(kb.sub(kb.call("log", s), kb.sub(xt, m)), o)
+
+    _row_kernel(kb, ap, row)
+
+
+def _ce_vjp_kernel(kb, ap: Apply) -> None:
+    # (exp(x − m) / s − [j = t]) · ct
+    def row(o, at, n):
+        value = lambda j: kb.load(0, at(o, j))  # noqa: E731
+        m = _row_max(kb, n, value)
+        s = accumulate(
+            kb,
+            [n],
+            [kb.const("0")],
+            lambda j, acc: [kb.add(acc[0], kb.call("exp", kb.sub(value(j[0]), m)))],
+        )[0]
+        t = kb.load(1, o)
+        ct = kb.load(2, o)
+        with kb.loop(n) as j:
+            p = kb.div(kb.call("exp", kb.sub(value(j), m)), s)
+            d = kb.select(kb.icmp("eq", kb.to_i64(j), t), kb.sub(p, kb.const("1")), p)
+            kb.store(kb.mul(d, ct), at(o, j))
+
+    _row_kernel(kb, ap, row)
+
+
+def _embed_kernel(kb, ap: Apply) -> None:
+    table, tokens = ap.in_types
+    with loops(kb, tokens.shape) as p:
+        row = kb.to_index(kb.load(1, p))
+        with loops(kb, table.shape[1:]) as d:
+            kb.store(kb.load(0, [row, *d]), p + d)
+
+
+def _embed_vjp_kernel(kb, ap: Apply) -> None:
+    # a scatter-add: positions in row-major order (sequential, as two may share a row)
+    ct, tokens = ap.in_types
+    rows = ap.out_type.shape
+    with loops(kb, rows) as z:
+        kb.store(kb.const("0"), z)
+    with loops(kb, tokens.shape, parallel=False) as p:
+        row = kb.to_index(kb.load(1, p))
+        with loops(kb, rows[1:]) as d:
+            dest = [row, *d]
+            kb.store(kb.add(kb.load(-1, dest), kb.load(0, p + d)), dest)
+
+
 def _no_vjp(e, ins, out, ct, need):
     return [None] * len(ins)
 
@@ -210,6 +331,7 @@ PRIMS = [
         attr_kinds={"axis": "i64"},
         kinds=("real", "index", "real"),
         reference=_ce_vjp_ref,
+        kernel=_ce_vjp_kernel,
     ),
     Prim(
         "embed_vjp",
@@ -219,6 +341,7 @@ PRIMS = [
         attr_kinds={"rows": "i64"},
         kinds=("real", "index"),
         reference=_embed_vjp_ref,
+        kernel=_embed_vjp_kernel,
     ),
     Prim(
         "softmax",
@@ -230,6 +353,7 @@ PRIMS = [
         kinds=("real", "bool"),
         reference=_softmax_ref,
         vjp=_softmax_vjp,
+        kernel=_softmax_kernel,
     ),
     Prim(
         "cross_entropy",
@@ -241,6 +365,7 @@ PRIMS = [
         kinds=("real", "index"),
         reference=_cross_entropy_ref,
         vjp=_ce_vjp,
+        kernel=_cross_entropy_kernel,
     ),
     Prim(
         "sample",
@@ -260,5 +385,6 @@ PRIMS = [
         kinds=("real", "index"),
         reference=_embed_ref,
         vjp=_embed_vjp,
+        kernel=_embed_kernel,
     ),
 ]

@@ -25,13 +25,14 @@ import tempfile
 from dataclasses import dataclass
 
 import gmpy2
+import ml_dtypes
 import numpy as np
 
 from presk.errors import FileFormatError
 
 FORMAT = "presk.psk.d"
 VERSION = 1
-DTYPES = ("float64", "float32", "int64", "bool", "uint16", "uint8", "int8", "mpfr")
+DTYPES = ("float64", "float32", "bfloat16", "int64", "bool", "uint16", "uint8", "int8", "mpfr")
 
 
 _MPFR = type(gmpy2.mpfr(0))
@@ -60,7 +61,7 @@ def _decode(dtype: str, shape: tuple[int, ...], data: bytes) -> np.ndarray:
         if pos != len(data):
             raise ValueError("size")
         return np.array(out + [None], dtype=object)[:-1].reshape(shape)
-    dt = np.dtype(dtype).newbyteorder("<")
+    dt = np.dtype(ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype).newbyteorder("<")
     if len(data) != int(np.prod(shape, dtype=np.int64)) * dt.itemsize:
         raise ValueError("size")
     return np.frombuffer(data, dtype=dt).reshape(shape).copy()

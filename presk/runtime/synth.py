@@ -11,10 +11,10 @@ from __future__ import annotations
 import gmpy2
 import numpy as np
 
+from presk.constants import const_value
 from presk.errors import BindingError
 from presk.ir.program import Function, Program
 from presk.ir.types import PskType, TensorType
-from presk.prims.values import const_value
 from presk.runtime import rng
 from presk.runtime.values import Tensor, Value, build
 

@@ -1,0 +1,205 @@
+"""psk-lower-to-kernel: every compute op of PSK-Core becomes a kernel and a launch.
+
+Expects verified PSK-Core (derivatives expanded; fusion groups marked by `psk-fuse`, or
+none). Leaves the host program — the same functions, calls, folds, records and tuples —
+with each primitive (or fusion group) replaced by `psk_kernel.launch` of a kernel: a
+`func.func` over buffers of the machine type `type` (f64, f32 or bf16), built by the
+primitive's `kernel` rule, or, for an elementwise group, one nest computing its members'
+`scalar` rules in registers and storing the root. Kernels are specialised on their
+signature (the ops, their attributes and wiring, the buffer types) and shared by every
+launch with that signature. Constants, renames and samples stay on the host.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mlir import ir
+from presk.passes import Pass
+
+from presk.errors import UsageError
+from presk.ir.build import Builder, V
+from presk.ir.core import psk_type, site_of, string_attr, walk_ops
+from presk.ir.types import TensorType
+from presk.kernel.builder import KernelBuilder
+from presk.kernel.machine import MACHINES, Machine, storage_of
+from presk.kernel.nests import aligned_index, loops
+from presk.prims import by_op, read_attrs
+from presk.prims.base import Apply
+
+
+@dataclass
+class Group:
+    ops: list  # ir.Operation, in block order, the root last
+
+    @property
+    def root(self):
+        return self.ops[-1]
+
+    @property
+    def elementwise(self) -> bool:
+        """Built as one nest of scalar rules (a kernel rule builds a lone op otherwise)."""
+        return len(self.ops) > 1 or by_op(self.root.name).kernel is None
+
+    @property
+    def inputs(self) -> list:
+        """The values from outside the group it reads, in order of first use (read when
+        asked: launches placed before this group changed what its ops read)."""
+        produced = {r for o in self.ops for r in o.results}
+        out: list = []
+        for o in self.ops:
+            for v in o.operands:
+                if v not in produced and v not in out:
+                    out.append(v)
+        return out
+
+
+def _const_text(v) -> str | None:
+    owner = v.owner
+    if isinstance(owner, ir.Block) or owner.operation.name != "psk.const":
+        return None
+    return string_attr(owner.operation, "value")
+
+
+def _groups(block) -> list[Group]:
+    """The kernels of a host block: each fusion group, and each other lowerable op."""
+    by_root: dict[str, list] = {}
+    singles = []
+    for op in block.operations:
+        op = op.operation
+        prim = by_op(op.name)
+        if prim is None or (prim.kernel is None and prim.scalar is None):
+            continue
+        group = string_attr(op, "psk.group") or site_of(op)
+        by_root.setdefault(group, []).append(op)
+        singles.append(group) if group == site_of(op) else None
+    return [Group(by_root[site]) for site in singles]
+
+
+class Lowering:
+    def __init__(self, module, machine: Machine):
+        self.module = module
+        self.machine = machine
+        self.body = module.regions[0].blocks[0]
+        self.kernels: dict[str, str] = {}  # signature -> symbol
+
+    def element(self, t: TensorType) -> str:
+        return storage_of(t, self.machine)
+
+    def signature(self, g: Group, inputs: list, consts: dict) -> str:
+        index = {v: ("in", i) for i, v in enumerate(inputs)}
+        index.update({v: ("const", text) for v, text in consts.items()})
+        parts = []
+        for k, op in enumerate(g.ops):
+            for r in op.results:
+                index[r] = ("op", k)
+            prim = by_op(op.name)
+            wiring = [index[v] for v in op.operands]
+            parts.append((prim.name, sorted(read_attrs(prim, op).items()), wiring))
+        ins = [(self.element(psk_type(v)), psk_type(v)) for v in inputs]
+        return repr((self.machine.name, parts, ins, psk_type(g.root.results[0])))
+
+    def kernel(self, g: Group, inputs: list, consts: dict) -> str:
+        key = self.signature(g, inputs, consts)
+        if key in self.kernels:
+            return self.kernels[key]
+        root = by_op(g.root.name)
+        symbol = f"k{len(self.kernels)}.{root.name}"
+        out_t = psk_type(g.root.results[0])
+        buffers = [(self.element(psk_type(v)), psk_type(v)) for v in inputs]
+        if root.name == "dropout":  # the mask the host draws comes last
+            buffers.append(("i8", out_t.with_kind("bool")))
+        out = (self.element(out_t), out_t)
+        kb = KernelBuilder(
+            self.body, symbol, root.name, self.machine, buffers, out, g.root.location
+        )
+        if not g.elementwise:
+            op = g.root
+            types = [psk_type(v) for v in op.operands]
+            root.kernel(kb, Apply(read_attrs(root, op), types, out_t, site_of(op) or ""))
+        else:
+            self.elementwise(kb, g, inputs, consts, out_t, root.name == "dropout")
+        kb.finish()
+        with kb.ctx:  # how many ops of PSK-Core the kernel computes (fusion's saving)
+            kb.func.attributes["psk_kernel.ops"] = ir.IntegerAttr.get(
+                ir.IntegerType.get_signless(64), len(g.ops)
+            )
+        self.kernels[key] = symbol
+        return symbol
+
+    def elementwise(
+        self,
+        kb: KernelBuilder,
+        g: Group,
+        inputs: list,
+        consts: dict,
+        out_t: TensorType,
+        dropout: bool,
+    ) -> None:
+        with loops(kb, out_t.shape) as o:
+            values: dict = {}
+            for op in g.ops:
+                prim = by_op(op.name)
+                args = []
+                for v in op.operands:
+                    if v in values:
+                        args.append(values[v])
+                    elif v in consts:  # in the arithmetic type, rounded once from its text
+                        args.append(kb.const(consts[v]))
+                    else:
+                        i = inputs.index(v)
+                        args.append(kb.load(i, aligned_index(psk_type(v), out_t, o)))
+                if dropout:
+                    args.append(kb.load(len(inputs), o))
+                types = [psk_type(v) for v in op.operands]
+                ap = Apply(read_attrs(prim, op), types, psk_type(op.results[0]), site_of(op) or "")
+                values[op.results[0]] = prim.scalar(kb, args, ap)
+            kb.store(values[g.root.results[0]], o)
+
+    def launch(self, g: Group, inputs: list, symbol: str) -> None:
+        root = g.root
+        b = Builder(root.context, ir.InsertionPoint(root), "", root.location)
+        packed = b.tuple([V(v, psk_type(v)) for v in inputs])
+        with root.context:
+            attrs = {
+                "kernel": ir.FlatSymbolRefAttr.get(symbol),
+                "psk.site": ir.StringAttr.get(site_of(root) or ""),
+            }
+            if root.name == "psk.dropout":
+                attrs["psk_kernel.draw"] = ir.StringAttr.get("dropout")
+                attrs["rate"] = root.attributes["rate"]
+                if "psk.key" in root.attributes:
+                    attrs["psk.key"] = root.attributes["psk.key"]
+        new = b.op("psk_kernel.launch", [packed], psk_type(root.results[0]), attrs)
+        root.results[0].replace_all_uses_with(new.value)
+        for op in reversed(g.ops):
+            op.erase()
+
+
+@dataclass(frozen=True)
+class PskLowerToKernel(Pass):
+    name = "psk-lower-to-kernel"
+    description = (
+        "replace each primitive (or fusion group) by a kernel in a machine type and its launch"
+    )
+    type: str = "f64"
+
+    def run(self, module) -> None:
+        machine = MACHINES.get(self.type)
+        if machine is None:
+            raise UsageError(f"psk-lower-to-kernel: type is f64, f32 or bf16, not {self.type!r}")
+        lowering = Lowering(module, machine)
+        module.attributes["psk_kernel.type"] = ir.StringAttr.get(machine.name)
+        hosts = [
+            f for f in walk_ops(module, "func.func") if "psk_kernel.kernel" not in f.attributes
+        ]
+        for func in hosts:
+            for g in _groups(func.regions[0].blocks[0]):
+                inputs, consts = g.inputs, {}
+                if g.elementwise:  # constants go into the nest, not through buffers
+                    consts = {v: t for v in inputs if (t := _const_text(v)) is not None}
+                    inputs = [v for v in inputs if v not in consts]
+                lowering.launch(g, inputs, lowering.kernel(g, inputs, consts))
+
+
+PASS = PskLowerToKernel

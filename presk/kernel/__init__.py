@@ -1,0 +1,1 @@
+"""PSK-Kernel: loop nests over buffers in a machine type, their builder, text and evaluator."""

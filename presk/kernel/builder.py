@@ -1,0 +1,261 @@
+"""Building PSK-Kernel kernels: a `func.func` over `!psk_kernel.buffer` arguments (the
+inputs, then the one output) whose body is `scf.for` loops, `psk_kernel.load`/`store`,
+`arith`/`math` arithmetic in the kernel's arithmetic type and `psk_kernel.call`s of C
+library functions.
+
+A loop is marked `psk_kernel.parallel` when its iterations write different elements and
+read nothing another iteration writes (the output loops of a nest), and left unmarked
+when it carries a sum or a scan (the contracted and reduced axes, run in increasing
+order). The kernel evaluator vectorises the first kind and steps through the second.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import gmpy2
+from mlir import ir
+from mlir.dialects import arith, func, scf
+from mlir.dialects import math as mmath
+
+from presk.constants import const_value
+from presk.ir.types import TensorType
+from presk.kernel.machine import Machine
+
+
+def buffer_type(element: str, t: TensorType, ctx: ir.Context) -> ir.Type:
+    shape = "array<i64: " + ", ".join(str(a.size) for a in t.axes) + ">" if t.axes else "array<i64>"
+    names = "[" + ", ".join(f'"{a.name or ""}"' for a in t.axes) + "]"
+    return ir.Type.parse(f"!psk_kernel.buffer<{element}, {shape}, {names}>", ctx)
+
+
+def rounded(text: str, arith_name: str) -> float:
+    """A constant's exact value rounded once to f64 or f32 (subnormals included)."""
+    with gmpy2.context(gmpy2.ieee(64 if arith_name == "f64" else 32)):
+        with gmpy2.context(gmpy2.get_context(), precision=256):
+            exact = const_value(text)
+        return float(gmpy2.mpfr(exact))
+
+
+class KernelBuilder:
+    def __init__(
+        self,
+        body: ir.Block,
+        symbol: str,
+        kind: str,
+        machine: Machine,
+        inputs: list[tuple[str, TensorType]],
+        output: tuple[str, TensorType],
+        loc: ir.Location,
+    ):
+        self.machine = machine
+        self.ctx = body.owner.context
+        self.loc = loc
+        with self.ctx, loc:
+            self.ftype = machine.mlir_arith()
+            self.index = ir.IndexType.get()
+            types = [buffer_type(e, t, self.ctx) for e, t in [*inputs, output]]
+            with ir.InsertionPoint(body):
+                self.func = func.FuncOp(symbol, ir.FunctionType.get(types, []))
+            self.func.attributes["psk_kernel.kernel"] = ir.StringAttr.get(kind)
+            self.func.attributes["psk_kernel.type"] = ir.StringAttr.get(machine.name)
+            block = self.func.add_entry_block()
+        self.args = list(block.arguments)
+        self.ins, self.out = self.args[:-1], self.args[-1]
+        self.elements = [e for e, _ in inputs] + [output[0]]
+        self.types = [t for _, t in inputs] + [output[1]]
+        self.entry = block
+        self._ips = [ir.InsertionPoint(block)]
+        self._consts: dict = {}
+
+    # ---- emission context ----
+    @contextmanager
+    def _at(self):
+        with self.ctx, self.loc, self._ips[-1]:
+            yield
+
+    @contextmanager
+    def loop(self, n: int, parallel: bool = True):
+        """`for i in 0..n`, yielding i; ops emitted inside the block go in the loop."""
+        with self._at():
+            op = scf.ForOp(self.index_const(0), self.index_const(n), self.index_const(1))
+            if parallel:
+                op.attributes["psk_kernel.parallel"] = ir.UnitAttr.get()
+        self._ips.append(ir.InsertionPoint(op.body))
+        try:
+            yield op.induction_variable
+        finally:
+            with self.ctx, self.loc, self._ips[-1]:
+                scf.YieldOp([])
+            self._ips.pop()
+
+    def reduce(self, n: int, inits: list[ir.Value], step, parallel: bool = False) -> list[ir.Value]:
+        """A loop carrying values: `step(i, carried) -> new carried`, in increasing i."""
+        with self._at():
+            op = scf.ForOp(self.index_const(0), self.index_const(n), self.index_const(1), inits)
+            if parallel:
+                op.attributes["psk_kernel.parallel"] = ir.UnitAttr.get()
+        self._ips.append(ir.InsertionPoint(op.body))
+        try:
+            new = step(op.induction_variable, list(op.inner_iter_args))
+            with self.ctx, self.loc, self._ips[-1]:
+                scf.YieldOp(list(new))
+        finally:
+            self._ips.pop()
+        return list(op.results)
+
+    def finish(self) -> None:
+        with self._at():
+            func.ReturnOp([])
+
+    # ---- values ----
+    def index_const(self, n: int) -> ir.Value:
+        """An index constant (at the kernel's entry, so every loop may use it)."""
+        key = ("index", n)
+        if key not in self._consts:
+            with self.ctx, self.loc, ir.InsertionPoint.at_block_begin(self.entry):
+                self._consts[key] = arith.constant(self.index, n)
+        return self._consts[key]
+
+    def const(self, text: str) -> ir.Value:
+        """A real constant (exact text, `2 / sqrt(pi)` included) in the arithmetic type."""
+        key = ("real", text)
+        if key not in self._consts:
+            value = rounded(text, self.machine.arith_name)
+            with self.ctx, self.loc, ir.InsertionPoint.at_block_begin(self.entry):
+                self._consts[key] = arith.constant(self.ftype, ir.FloatAttr.get(self.ftype, value))
+        return self._consts[key]
+
+    def imul(self, a: ir.Value, n: int) -> ir.Value:
+        if n == 1:
+            return a
+        with self._at():
+            return arith.muli(a, self.index_const(n))
+
+    def iadd(self, a: ir.Value, b: ir.Value | int) -> ir.Value:
+        if isinstance(b, int):
+            if b == 0:
+                return a
+            b = self.index_const(b)
+        with self._at():
+            return arith.addi(a, b)
+
+    def load(self, buf: int, indices: list[ir.Value]) -> ir.Value:
+        """Element `indices` of argument `buf`: a real widened to the arithmetic type, an
+        index or mask element as it is (i64, i8)."""
+        element = self.elements[buf]
+        with self._at():
+            rtype = self.ftype if element in ("f64", "f32", "bf16") else ir.Type.parse(element)
+            return ir.Operation.create(
+                "psk_kernel.load", results=[rtype], operands=[self.args[buf], *indices]
+            ).result
+
+    def store(self, value: ir.Value, indices: list[ir.Value], buf: int = -1) -> None:
+        with self._at():
+            ir.Operation.create("psk_kernel.store", operands=[value, self.args[buf], *indices])
+
+    # ---- arithmetic in the arithmetic type ----
+    def add(self, a, b):
+        with self._at():
+            return arith.addf(a, b)
+
+    def sub(self, a, b):
+        with self._at():
+            return arith.subf(a, b)
+
+    def mul(self, a, b):
+        with self._at():
+            return arith.mulf(a, b)
+
+    def div(self, a, b):
+        with self._at():
+            return arith.divf(a, b)
+
+    def neg(self, a):
+        with self._at():
+            return arith.negf(a)
+
+    def sqrt(self, a):
+        with self._at():
+            return mmath.sqrt(a)
+
+    def absf(self, a):
+        with self._at():
+            return mmath.absf(a)
+
+    def call(self, fn: str, *args: ir.Value) -> ir.Value:
+        """A C library function (exp, log, tanh, sin, cos, erf, pow) in the arithmetic type."""
+        with self._at():
+            op = ir.Operation.create(
+                "psk_kernel.call",
+                results=[self.ftype],
+                operands=list(args),
+                attributes={"fn": ir.StringAttr.get(fn)},
+            )
+            return op.result
+
+    def cmp(self, pred: str, a, b):
+        """An ordered comparison of reals (oge, ogt, olt, ole, oeq), as i1."""
+        code = {"oeq": 1, "ogt": 2, "oge": 3, "olt": 4, "ole": 5}[pred]
+        with self._at():
+            return arith.cmpf(ir.IntegerAttr.get(ir.IntegerType.get_signless(64), code), a, b)
+
+    def icmp(self, pred: str, a, b):
+        """A comparison of integers or indices (eq, ne, slt, sle, sgt, sge), as i1."""
+        code = {"eq": 0, "ne": 1, "slt": 2, "sle": 3, "sgt": 4, "sge": 5}[pred]
+        with self._at():
+            return arith.cmpi(ir.IntegerAttr.get(ir.IntegerType.get_signless(64), code), a, b)
+
+    def both(self, a, b):
+        """The conjunction of two i1 values."""
+        with self._at():
+            return arith.andi(a, b)
+
+    def select(self, c, a, b):
+        with self._at():
+            return arith.select(c, a, b)
+
+    def to_i64(self, a):
+        """An index value as i64."""
+        with self._at():
+            return arith.index_cast(ir.IntegerType.get_signless(64), a)
+
+    def to_real(self, a):
+        """An i64 (or index) value as a real of the arithmetic type."""
+        with self._at():
+            if ir.IndexType.isinstance(a.type):
+                a = arith.index_cast(ir.IntegerType.get_signless(64), a)
+            return arith.sitofp(self.ftype, a)
+
+    def to_index(self, a):
+        with self._at():
+            return arith.index_cast(self.index, a)
+
+    def truthy(self, a):
+        """A mask element (i8) as i1."""
+        return self.icmp("ne", a, self.i8(0))
+
+    def mask_value(self, c):
+        """An i1 as a mask element (i8)."""
+        with self._at():
+            return arith.extui(ir.IntegerType.get_signless(8), c)
+
+    def i64(self, n: int):
+        return self._int_const(64, n)
+
+    def i8(self, n: int):
+        return self._int_const(8, n)
+
+    def _int_const(self, bits: int, n: int):
+        key = (f"i{bits}", n)
+        if key not in self._consts:
+            with self.ctx, self.loc, ir.InsertionPoint.at_block_begin(self.entry):
+                self._consts[key] = arith.constant(ir.IntegerType.get_signless(bits), n)
+        return self._consts[key]
+
+    def max(self, a, b):
+        """a if a ≥ b else b, as the reference picks."""
+        return self.select(self.cmp("oge", a, b), a, b)
+
+    def min(self, a, b):
+        return self.select(self.cmp("ole", a, b), a, b)

@@ -1,0 +1,71 @@
+"""Machine types: what a kernel stores and what it computes in.
+
+f64 and f32 store and compute in themselves. bf16 is a storage type only: a bf16 kernel
+loads each element widened exactly to f32, computes in f32, and rounds to nearest even
+once at each store; its real scalars stay in f32. Index tensors are int64 buffers, masks
+int8 buffers of 0 and 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+from mlir import ir
+
+from presk.ir.types import TensorType
+
+
+@dataclass(frozen=True)
+class Machine:
+    name: str  # "f64" | "f32" | "bf16"
+    storage: np.dtype
+    arith: np.dtype  # the type arithmetic is done in
+
+    @property
+    def arith_name(self) -> str:
+        return {np.dtype(np.float64): "f64", np.dtype(np.float32): "f32"}[self.arith]
+
+    def mlir_storage(self) -> ir.Type:
+        return ir.Type.parse(self.name)
+
+    def mlir_arith(self) -> ir.Type:
+        return ir.Type.parse(self.arith_name)
+
+
+MACHINES = {
+    "f64": Machine("f64", np.dtype(np.float64), np.dtype(np.float64)),
+    "f32": Machine("f32", np.dtype(np.float32), np.dtype(np.float32)),
+    "bf16": Machine("bf16", np.dtype(ml_dtypes.bfloat16), np.dtype(np.float32)),
+}
+
+# buffer element type (MLIR spelling) -> numpy dtype
+ELEMENTS = {
+    "f64": np.dtype(np.float64),
+    "f32": np.dtype(np.float32),
+    "bf16": np.dtype(ml_dtypes.bfloat16),
+    "i64": np.dtype(np.int64),
+    "i8": np.dtype(np.int8),
+}
+
+
+def storage_of(t: TensorType, machine: Machine) -> str:
+    """The buffer element type of a PSK tensor in a machine type. A real scalar is kept
+    in the arithmetic type: in bf16, a hyperparameter such as 0.999 would become 1."""
+    if t.kind == "real":
+        return machine.arith_name if t.rank == 0 else machine.name
+    return {"index": "i64", "bool": "i8"}[t.kind]
+
+
+def to_storage(data: np.ndarray, element: str) -> np.ndarray:
+    """A buffer converted to a kernel's element type; reals reach bf16 through f32."""
+    dtype = ELEMENTS[element]
+    data = np.asarray(data)
+    if data.dtype == dtype:
+        return data
+    if element == "bf16" and data.dtype != np.float32:
+        data = data.astype(np.float32)
+    if data.dtype == object:  # exact reals, rounded once
+        data = np.vectorize(float, otypes=[np.float64])(data)
+    return data.astype(dtype)

@@ -1,0 +1,162 @@
+"""The conformance suite: each case run on the reference at 256 bits and on a machine
+backend in f64, f32 and bf16, its worst gap measured against the seed's bands
+|x − x̂| ≤ ε·(|x| + a).
+
+Used by tests/conformance/test_conformance.py (which asserts the bands) and by
+tools/conformance.py (`make conformance`, which writes docs/conformance.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+
+from presk import backends, stages
+from presk.backends.host import CallContext
+from presk.front.bindings import parse_assignments, parse_entry
+from presk.front.check import check_program
+from presk.front.elaborate import elaborate
+from presk.front.parser import parse
+from presk.front.prelude import with_prelude
+from presk.ir.context import new_context
+from presk.ir.program import read_program
+from presk.prims import exact
+from presk.runtime import rng
+from presk.runtime.inputs import arguments, parameters
+from presk.runtime.values import Tensor, leaves, map_tensors
+
+REPO = Path(__file__).resolve().parent.parent.parent
+BANDS = {"f64": (2.0**-40, 2.0**-50), "f32": (2.0**-15, 2.0**-20), "bf16": (2.0**-4, 2.0**-5)}
+TYPES = ("f64", "f32", "bf16")
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    path: str
+    entry: str
+    bindings: tuple[str, ...] = ()  # NAME=N for dims, and consts as C:NAME=N
+    asserted: tuple[str, ...] = TYPES  # the types whose band is asserted (others reported)
+    drawn: bool = False  # the zero-initialised parameters drawn too
+
+    def dims(self) -> dict[str, int]:
+        return parse_assignments(
+            [b for b in self.bindings if not b.startswith("C:")], "--dim", "E3004"
+        )
+
+    def consts(self) -> dict[str, int]:
+        return parse_assignments(
+            [b[2:] for b in self.bindings if b.startswith("C:")], "--const", "E3007"
+        )
+
+
+PRIMS = "tests/data/prims.psk"
+PRIM_DIMS = ("N=3", "M=4", "K=5")
+NOT_REAL = {"argmax_", "causal"}  # selections: compared for equality, in every type
+
+
+def prim_cases() -> list[Case]:
+    names = parse((REPO / PRIMS).read_text(), PRIMS).functions
+    # the seed asserts the primitives' bands in f64 and f32, and reports bf16
+    return [Case(f"prim {n.rstrip('_')}", PRIMS, n, PRIM_DIMS, ("f64", "f32")) for n in names]
+
+
+TINY = ("B=2", "T=8")
+EXAMPLES = [
+    Case("mse", "tutorial/02_regression.psk", "MLP{4, 8, 1}.mse", ("N=16",)),
+    Case("mse_grad", "tutorial/02_regression.psk", "MLP{4, 8, 1}.mse_grad", ("N=16",)),
+    Case("LayerNorm{8}.apply", "tutorial/04_norms.psk", "LayerNorm{8}.apply", ("B=2", "T=4")),
+    Case("RMSNorm{8}.apply", "tutorial/04_norms.psk", "RMSNorm{8}.apply", ("B=2", "T=4")),
+    Case("MiniGPT.apply (tiny)", "tutorial/05_minigpt.psk", "MiniGPT{64, 16, 2, 2}.apply", TINY),
+    Case(
+        "training loss (tiny MiniGPT)",
+        "tutorial/05_minigpt.psk",
+        "MiniGPT{64, 16, 2, 2}.loss",
+        TINY,
+    ),
+    Case("adamw.step", "tests/data/adamw.psk", "step"),
+    Case("next_token", "tutorial/05_minigpt.psk", "MiniGPT{64, 16, 2, 2}.next_token", TINY),
+    Case(
+        "loss_grad through a stacked module",
+        "tutorial/05_minigpt.psk",
+        "MiniGPT{64, 16, 2, 2}.loss_grad",
+        TINY,
+    ),
+    Case("the regression's loss", "tests/train/mlp_regression.psk", "loss", ("N=8",)),
+]
+# The same with every zero-initialised parameter drawn. The band is asserted in f64 on all
+# but the stacked gradient, and in f32 and bf16 on all but MiniGPT.apply (whose logits
+# then include sums that cancel) and the stacked gradient: with its head drawn, a few of
+# its elements are 10^4 times smaller than the largest, sums that cancel, where an error
+# of ten units in the last place of the largest element is outside the elementwise band
+# (docs/conformance.md has the figures). Those gaps are reported.
+_ASSERTED = {"MiniGPT.apply (tiny)": ("f64",), "loss_grad through a stacked module": ()}
+DRAWN = [
+    Case(c.name, c.path, c.entry, c.bindings, _ASSERTED.get(c.name, TYPES), drawn=True)
+    for c in EXAMPLES
+    if c.name != "adamw.step"
+]
+
+
+def module_of(case: Case):
+    path = REPO / case.path
+    program = with_prelude(parse(path.read_text(), case.path))
+    check_program(program)
+    e = elaborate(program, parse_entry(case.entry), case.dims(), case.consts(), new_context())
+    stages.core(e.module)
+    return e.module
+
+
+def _drawn(params, seed: int):
+    """Parameters with every all-zero leaf drawn normal(0, 0.02) from its own key."""
+    drawn = {}
+    for path, t in leaves(params):
+        zero = not np.any(np.asarray(t.data) != 0)
+        data = rng.normal(seed, f"drawn/{path}", t.type.shape) * 0.02 if zero else t.data
+        drawn[path] = Tensor(t.type, data)
+    it = iter(drawn.values())
+    return map_tensors(lambda _t: next(it), params)
+
+
+@cache
+def inputs(case: Case):
+    program = read_program(module_of(case))
+    params = parameters(program, 0, None)
+    if params is not None and case.drawn:
+        params = _drawn(params, 0)
+    return ([params] if params is not None else []) + arguments(program, 0, None)
+
+
+@cache
+def reference(case: Case):
+    return backends.make("interp", module_of(case), 256).call(inputs(case), CallContext())
+
+
+@dataclass
+class Gap:
+    ratio: float  # the worst |x − x̂| / (ε (|x| + a)): within the band when ≤ 1
+    relative: float  # the worst |x − x̂| / (|x| + a)
+    exact_selections: bool  # index and mask outputs equal the reference's
+
+
+def measure(case: Case, machine: str) -> Gap:
+    out = backends.make("kernel", module_of(case), realize=machine).call(
+        inputs(case), CallContext()
+    )
+    eps, a = BANDS[machine]
+    worst = rel = 0.0
+    same = True
+    for (_, x), (_, y) in zip(leaves(reference(case)), leaves(out), strict=True):
+        if x.type.kind != "real":
+            same &= bool(np.array_equal(np.asarray(x.data), np.asarray(y.data)))
+            continue
+        xv = exact.to_float64(x.data)
+        yv = np.asarray(y.data).astype(np.float64)
+        gap = np.abs(xv - yv) / (np.abs(xv) + a)
+        if gap.size:
+            rel = max(rel, float(np.max(gap)))
+            worst = max(worst, float(np.max(gap)) / eps)
+    return Gap(worst, rel, same)
