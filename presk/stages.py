@@ -3,9 +3,12 @@
     source --elaborate--> core --psk-vjp, psk-verify--> core (derivatives expanded)
       --psk-fuse, psk-lower-to-kernel{type}--> kernel (a host program of launches, and
       the kernels: loop nests over buffers in a machine type)
+      --psk-kernel-to-affine and the code-generation passes--> affine (the kernels as
+      affine loops over memrefs, in registers and vector lanes)
+      --psk-strip-host, upstream lowering--> llvm (the kernels alone, in the LLVM dialect)
 
-Each later stage (kernel, affine, llvm, jit) is added here as a function of the one
-before, so `presk dump --stage X` and `presk-opt` stop at the same points.
+The pipelines are spelled here once, so `presk dump --stage X`, the MLIR backend and
+`presk-opt --pass-pipeline=...` run the same passes.
 """
 
 from __future__ import annotations
@@ -32,4 +35,42 @@ def kernel(module: ir.Module, machine: str) -> ir.Module:
     text = f"builtin.module(psk-fuse,psk-lower-to-kernel{{type={machine}}},psk-dce,psk-verify)"
     with module.context:
         build_pass_manager(text, module.context).run(module.operation)
+    return module
+
+
+def affine_pipeline(vector_bytes: int) -> str:
+    """From the kernel stage to the affine stage, vectorising for `vector_bytes` lanes."""
+    return (
+        "builtin.module(psk-kernel-to-affine,psk-hoist-loads,psk-promote-registers,"
+        f"psk-vectorize{{bytes={vector_bytes}}})"
+    )
+
+
+# No pass here may contract a multiply and an add or reassociate: the upstream passes
+# below keep every arith op's rounding (none sets fastmath flags).
+LLVM_PIPELINE = (
+    "builtin.module(psk-strip-host,"
+    "func.func(arith-expand{include-bf16=true}),"  # bf16 rounding by integer ops, exactly
+    "lower-affine,convert-scf-to-cf,"
+    "convert-math-to-libm,"  # exp, log, … call the C library, as the kernel evaluator does
+    "convert-vector-to-llvm,convert-math-to-llvm,expand-strided-metadata,"
+    "finalize-memref-to-llvm,convert-arith-to-llvm,convert-cf-to-llvm,"
+    "convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},"  # kernels take plain pointers
+    "reconcile-unrealized-casts)"
+)
+
+
+def affine(module: ir.Module, vector_bytes: int) -> ir.Module:
+    """The kernel stage's kernels lowered to affine loops and code-generated (the host
+    program untouched). Changes `module` in place and returns it."""
+    with module.context:
+        build_pass_manager(affine_pipeline(vector_bytes), module.context).run(module.operation)
+    return module
+
+
+def llvm(module: ir.Module) -> ir.Module:
+    """An affine-stage module's kernels alone, in the LLVM dialect. Changes `module` in
+    place and returns it."""
+    with module.context:
+        build_pass_manager(LLVM_PIPELINE, module.context).run(module.operation)
     return module

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 import subprocess
@@ -31,6 +32,24 @@ def llvm_tool(name: str) -> str:
 def mlir_runtime_lib(name: str) -> str:
     """Path of a runtime library such as `libmlir_c_runner_utils.so`."""
     return os.path.join(mlir_root(), "lib", name)
+
+
+@cache
+def host_cpu() -> tuple[str, str]:
+    """(name, features) of this machine's CPU as LLVM sees it, e.g. ("znver1", "+avx2,…"):
+    the ExecutionEngine generates code for it."""
+    lib = ctypes.CDLL(os.path.join(os.path.dirname(mlir_root()), "llvm", "lib", "libLLVM.so"))
+    for fn in (lib.LLVMGetHostCPUName, lib.LLVMGetHostCPUFeatures):
+        fn.restype = ctypes.c_char_p
+    return lib.LLVMGetHostCPUName().decode(), lib.LLVMGetHostCPUFeatures().decode()
+
+
+def vector_bytes() -> int:
+    """The width of this machine's vector registers, in bytes."""
+    features = set(host_cpu()[1].split(","))
+    if "+avx512f" in features:
+        return 64
+    return 32 if "+avx" in features else 16
 
 
 _PASS_LINE = re.compile(r"^      --([a-z0-9][\w-]*)\s+-\s+(.*)$")

@@ -9,23 +9,33 @@ from __future__ import annotations
 from presk.errors import UsageError
 from presk.ir.program import read_program
 
-BACKENDS = ("interp", "kernel")
+BACKENDS = ("interp", "kernel", "mlir")
 REALIZATIONS = ("f64", "f32", "bf16")
 
 
-def make(name: str, module, bits: int = 256, realize: str = "f64"):
-    """The backend `name` for `module`; a machine backend lowers the module in place."""
+def make(name: str, module, bits: int = 256, realize: str = "f64", threads: int | None = None):
+    """The backend `name` for `module`; a machine backend lowers the module in place.
+    `threads` is the mlir backend's (default: `workers.default_threads()`)."""
     if name == "interp":
         from presk.backends.interp import Interpreter
 
         return Interpreter(read_program(module), bits)
-    if name == "kernel":
+    if name in ("kernel", "mlir"):
         from presk import stages
-        from presk.backends.kernel import KernelBackend
         from presk.kernel.machine import MACHINES
 
         if realize not in MACHINES:
             raise UsageError(f"--realize {realize}: f64, f32 or bf16")
         stages.kernel(module, realize)
-        return KernelBackend(read_program(module), module, MACHINES[realize])
+        if name == "kernel":
+            from presk.backends.kernel import KernelBackend
+
+            return KernelBackend(read_program(module), module, MACHINES[realize])
+        from presk.backends.mlir import MlirBackend
+        from presk.backends.workers import default_threads
+        from presk.toolchain import vector_bytes
+
+        stages.affine(module, vector_bytes())
+        threads = threads or default_threads()
+        return MlirBackend(read_program(module), module, MACHINES[realize], threads)
     raise UsageError(f"unknown backend {name!r} (backends: {', '.join(BACKENDS)})")

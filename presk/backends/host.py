@@ -31,6 +31,19 @@ class CallContext:
     seed: int = 0
 
 
+@dataclass(frozen=True)
+class Draw:
+    """The generator of an op's random draws: keyed by the seed, the step, the kind of
+    draw and the op's place in the call tree (`where`), never by what ran before."""
+
+    ctx: CallContext
+    kind: str | None
+    where: str
+
+    def __call__(self):
+        return rng.generator(self.ctx.seed, f"{self.kind}/{self.ctx.step}{self.where}")
+
+
 Apply = Callable[[Op, list[Value], CallContext, Callable[[], object]], Tensor]
 
 
@@ -52,13 +65,24 @@ def _source_line(span: Span | None) -> str | None:
         return None
 
 
+def locate(e: PreskError, op: Op) -> None:
+    """Give an error raised running `op` the op's source position and site."""
+    if e.span is None and op.loc:
+        e.span = _span(op.loc)
+        e.source_line = _source_line(e.span)
+        if op.site:
+            e.message = f"{e.message} (at {op.site})"
+
+
 _DOMAIN_ERRORS = (gmpy2.InvalidOperationError, gmpy2.DivisionByZeroError, gmpy2.OverflowResultError)
 
 
 class Host:
-    def __init__(self, program: Program, apply: Apply):
+    def __init__(self, program: Program, apply: Apply, stack: Callable = np.stack):
         self.program = program
         self.apply = apply
+        self.stack = stack  # layers' buffers -> the stacked buffer (fold_bwd's gradients)
+        self._plans: dict[str, list] = {}  # each function's ops with their handlers
 
     def call(self, name: str, args: list[Value], ctx: CallContext, path: str = "") -> Value:
         return self._run(self.program.functions[name], args, ctx, path)
@@ -66,16 +90,14 @@ class Host:
     def _run(self, fn: Function, args: list[Value], ctx: CallContext, path: str) -> Value:
         slots: list = [None] * fn.slots
         slots[: len(args)] = args
-        for op in fn.ops:
-            ins = [slots[j] for j in op.ins]
+        plan = self._plans.get(fn.name)
+        if plan is None:
+            plan = self._plans[fn.name] = [(self._handler(op), op) for op in fn.ops]
+        for handler, op in plan:
             try:
-                slots[op.out] = self._op(op, ins, ctx, path)
+                slots[op.out] = handler(op, [slots[j] for j in op.ins], ctx, path)
             except PreskError as e:
-                if e.span is None and op.loc:
-                    e.span = _span(op.loc)
-                    e.source_line = _source_line(e.span)
-                    if op.site:
-                        e.message = f"{e.message} (at {op.site})"
+                locate(e, op)
                 raise
             except _DOMAIN_ERRORS as e:
                 span = _span(op.loc)
@@ -89,57 +111,71 @@ class Host:
                 ) from None
         return slots[fn.result]
 
-    def _op(self, op: Op, ins: list, ctx: CallContext, path: str) -> Value:
-        name = op.name
-        if op.prim is not None or name == "psk_kernel.launch":
-            kind = op.prim.name if op.prim is not None else op.attrs.get("draw")
-            where = f"{path}/{op.key or op.site}"
+    def _handler(self, op: Op):
+        """The function that runs `op`: `handler(op, ins, ctx, path) -> value`."""
+        if op.prim is not None or op.name == "psk_kernel.launch":
+            return self._compute
+        found = getattr(self, "_" + op.name.replace(".", "_"), None)
+        if found is None:
+            raise AssertionError(f"the host cannot run {op.name}")
+        return found
 
-            def draw(where=where, kind=kind):
-                return rng.generator(ctx.seed, f"{kind}/{ctx.step}{where}")
+    def _compute(self, op: Op, ins: list, ctx: CallContext, path: str) -> Value:
+        kind = op.prim.name if op.prim is not None else op.attrs.get("draw")
+        return self.apply(op, ins, ctx, Draw(ctx, kind, f"{path}/{op.key or op.site}"))
 
-            return self.apply(op, ins, ctx, draw)
-        if name == "psk.field":
-            return ins[0][op.attrs["name"]]
-        if name == "psk.record_empty":
-            return {}
-        if name == "psk.set_field":
-            return {**ins[0], op.attrs["name"]: ins[1]}
-        if name == "psk.tuple_empty":
-            return ()
-        if name == "psk.tuple_append":
-            return (*ins[0], ins[1])
-        if name == "psk.get":
-            return ins[0][op.attrs["index"]]
-        if name == "func.call":
-            return self._run(self.program.functions[op.callee], ins, ctx, f"{path}/{op.callsite}")
-        if name == "psk.fold":
-            stack, carry = ins
-            callee = self.program.functions[op.callee]
-            for layer in range(_layers(stack)):
-                where = f"{path}/{op.callsite}[{layer}]"
-                carry = self._run(callee, [_layer(stack, layer), carry], ctx, where)
-            return carry
-        if name == "psk.fold_fwd":  # the callee returns (carry, residuals) a layer
-            stack, carry = ins
-            callee = self.program.functions[op.callee]
-            saved = []
-            for layer in range(_layers(stack)):
-                where = f"{path}/{op.callsite}[{layer}]"
-                carry, res = self._run(callee, [_layer(stack, layer), carry], ctx, where)
-                saved.append(res)
-            return (carry, tuple(saved))
-        if name == "psk.fold_bwd":  # the callee maps (residuals, ct) to (layer ct, carry ct)
-            saved, ct = ins
-            callee = self.program.functions[op.callee]
-            layers = [None] * len(saved)
-            for layer in reversed(range(len(saved))):
-                where = f"{path}/{op.callsite}[{layer}]"
-                layers[layer], ct = self._run(callee, [saved[layer], ct], ctx, where)
-            return (_stacked(layers), ct)
-        if name in ("psk.grad", "psk.vjp"):
-            raise UsageError(f"{name} must be expanded by the psk-vjp pass before it runs")
-        raise AssertionError(f"the host cannot run {name}")
+    def _psk_field(self, op, ins, ctx, path):
+        return ins[0][op.attrs["name"]]
+
+    def _psk_record_empty(self, op, ins, ctx, path):
+        return {}
+
+    def _psk_set_field(self, op, ins, ctx, path):
+        return {**ins[0], op.attrs["name"]: ins[1]}
+
+    def _psk_tuple_empty(self, op, ins, ctx, path):
+        return ()
+
+    def _psk_tuple_append(self, op, ins, ctx, path):
+        return (*ins[0], ins[1])
+
+    def _psk_get(self, op, ins, ctx, path):
+        return ins[0][op.attrs["index"]]
+
+    def _func_call(self, op, ins, ctx, path):
+        return self._run(self.program.functions[op.callee], ins, ctx, f"{path}/{op.callsite}")
+
+    def _psk_fold(self, op, ins, ctx, path):
+        stack, carry = ins
+        callee = self.program.functions[op.callee]
+        for layer in range(_layers(stack)):
+            where = f"{path}/{op.callsite}[{layer}]"
+            carry = self._run(callee, [_layer(stack, layer), carry], ctx, where)
+        return carry
+
+    def _psk_fold_fwd(self, op, ins, ctx, path):  # the callee returns (carry, residuals)
+        stack, carry = ins
+        callee = self.program.functions[op.callee]
+        saved = []
+        for layer in range(_layers(stack)):
+            where = f"{path}/{op.callsite}[{layer}]"
+            carry, res = self._run(callee, [_layer(stack, layer), carry], ctx, where)
+            saved.append(res)
+        return (carry, tuple(saved))
+
+    def _psk_fold_bwd(self, op, ins, ctx, path):  # (residuals, ct) -> (layer ct, carry ct)
+        saved, ct = ins
+        callee = self.program.functions[op.callee]
+        layers = [None] * len(saved)
+        for layer in reversed(range(len(saved))):
+            where = f"{path}/{op.callsite}[{layer}]"
+            layers[layer], ct = self._run(callee, [saved[layer], ct], ctx, where)
+        return (_stacked(layers, self.stack), ct)
+
+    def _psk_grad(self, op, ins, ctx, path):
+        raise UsageError(f"{op.name} must be expanded by the psk-vjp pass before it runs")
+
+    _psk_vjp = _psk_grad
 
 
 def _layers(stack: Value) -> int:
@@ -148,15 +184,15 @@ def _layers(stack: Value) -> int:
     return stack.data.shape[0]
 
 
-def _stacked(layers: list[Value]) -> Value:
+def _stacked(layers: list[Value], stack: Callable) -> Value:
     """Values of one type, one a layer, as a stack: every leaf with a leading layer axis."""
     first = layers[0]
     if isinstance(first, Tensor):
-        data = np.stack([t.data for t in layers])
+        data = stack([t.data for t in layers])
         return Tensor(first.type.with_axes((Axis(None, len(layers)), *first.type.axes)), data)
     if isinstance(first, dict):
-        return {k: _stacked([v[k] for v in layers]) for k in first}
-    return tuple(_stacked([v[i] for v in layers]) for i in range(len(first)))
+        return {k: _stacked([v[k] for v in layers], stack) for k in first}
+    return tuple(_stacked([v[i] for v in layers], stack) for i in range(len(first)))
 
 
 def _layer(stack: Value, layer: int) -> Value:

@@ -65,7 +65,7 @@ class KernelBackend:
         if name == "rename":
             return Tensor(op.type, ins[0].data)
         if name == "sample":
-            return Tensor(op.type, _sample(ins[0].data, op.attrs["axis"], draw))
+            return Tensor(op.type, sample(ins[0].data, op.attrs["axis"], draw))
         raise AssertionError(f"{name} has no kernel and does not run on the host")
 
     def kernel(self, name: str):
@@ -80,23 +80,25 @@ class KernelBackend:
         name = op.attrs["kernel"]
         k = self.kernel(name)
         buffers = [to_storage(t.data, e) for t, e in zip(ins, k.elements, strict=False)]
-        _check_gathers(k.kind, ins)
+        if k.kind in GATHERS:
+            check_gathers(k.kind, ins)
         if op.attrs.get("draw") == "dropout":  # kept where a draw is at least the rate
             keep = draw().random(op.type.shape) >= float(op.attrs["rate"])
             buffers.append(keep.astype(np.int8))
         out = np.empty(op.type.shape, dtype=ELEMENTS[k.elements[-1]])
         if out.dtype.kind == "f":
             out.fill(np.nan)  # every kernel writes its output before reading it
-        self.run(name, k, buffers + [out])
+        buffers.append(out)
+        run_kernel(k, buffers)
         self.launches += 1
         self.unfused += k.ops
         return Tensor(op.type, out)
 
-    def run(self, name: str, kernel, buffers: list[np.ndarray]) -> None:
-        run_kernel(kernel, buffers)
+
+GATHERS = ("embed", "cross_entropy", "cross_entropy_vjp")  # kernels that index by data
 
 
-def _check_gathers(kind: str, ins: list[Tensor]) -> None:
+def check_gathers(kind: str, ins: list[Tensor]) -> None:
     """Tokens and targets in range, checked on the host before a kernel reads by them."""
     if kind == "embed":
         check_indices(np.asarray(ins[1].data), ins[0].type.axes[0].size, "token")
@@ -105,7 +107,7 @@ def _check_gathers(kind: str, ins: list[Tensor]) -> None:
         check_indices(np.asarray(targets.data), logits.type.axes[-1].size, "target")
 
 
-def _sample(logits: np.ndarray, axis: int, draw) -> np.ndarray:
+def sample(logits: np.ndarray, axis: int, draw) -> np.ndarray:
     """An index a row from softmax(logits), drawn on the host in float64."""
     x = np.moveaxis(np.asarray(logits, dtype=np.float64), axis, -1)
     p = np.exp(x - x.max(axis=-1, keepdims=True))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from presk import backends
+from presk import backends, stages
 from presk.backends import REALIZATIONS
 from presk.backends.host import CallContext
 from presk.cli.programs import add_program_args, elaborate_args, read_program
@@ -14,9 +14,13 @@ from presk.ir.core_text import core_text
 from presk.ir.program import read_program as read_core
 from presk.kernel.text import kernel_text
 from presk.runtime.inputs import arguments, parameters
+from presk.toolchain import vector_bytes
 
-HELP = "show a program at a stage: its syntax tree (ast), PSK-Core (core) or its kernels (kernel)"
-STAGES = ("ast", "core", "kernel")
+HELP = (
+    "show a program at a stage: its syntax tree (ast), PSK-Core (core), its kernels "
+    "(kernel), the kernels as affine loops (affine) or in the LLVM dialect (llvm)"
+)
+STAGES = ("ast", "core", "kernel", "affine", "llvm")
 
 
 def configure(p) -> None:
@@ -34,7 +38,7 @@ def configure(p) -> None:
         "--realize",
         choices=REALIZATIONS,
         default="f64",
-        help="the machine type of the kernels (--stage kernel; default f64)",
+        help="the machine type of the kernels (--stage kernel, affine, llvm; default f64)",
     )
     p.add_argument(
         "--seed", type=int, default=0, help="seed of the run --stage kernel makes (default 0)"
@@ -57,6 +61,9 @@ def run(args) -> int:
         if args.format == "text":
             sys.stdout.write(text)
             return 0
+    if args.stage in ("affine", "llvm"):
+        sys.stdout.write(lowered_dump(module, args.stage, args.realize, args.format))
+        return 0
     if args.format == "mlir":
         sys.stdout.write(str(module))
     else:
@@ -80,3 +87,26 @@ def kernel_dump(module, realize: str, seed: int) -> str:
     ]
     lines += [kernel_text(backend.kernel_ops[name]) for name in backend.launched]
     return "\n".join(lines) + "\n"
+
+
+def lowered_dump(module, stage: str, realize: str, fmt: str) -> str:
+    """The kernels at the affine or LLVM stage, headed by the pipeline that gives them from
+    the kernel stage (`presk dump --stage kernel --format mlir`), for presk-opt. Text
+    shows the kernels alone, mlir the whole module (at the affine stage, the host too)."""
+    width = vector_bytes()
+    stages.kernel(module, realize)
+    stages.affine(module, width)
+    pipelines = [stages.affine_pipeline(width)]
+    if stage == "llvm":
+        stages.llvm(module)
+        pipelines.append(stages.LLVM_PIPELINE)
+    lines = [f"// {stage} stage, {realize}, from the kernel stage by:"]
+    lines += [f"//   presk-opt --pass-pipeline='{p}'" for p in pipelines]
+    if fmt == "mlir":
+        return "\n".join(lines) + "\n" + str(module)
+    body = [str(f) for f in module.body.operations if _is_kernel(f.operation)]
+    return "\n".join(lines + body) + "\n"
+
+
+def _is_kernel(op) -> bool:
+    return "psk_kernel.kernel" in op.attributes or op.name == "llvm.func"

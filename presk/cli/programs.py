@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from presk import backends, stages
+from presk.backends.workers import check_threads
 from presk.errors import UsageError
 from presk.front import ast
 from presk.front.bindings import parse_assignments, parse_entry
@@ -67,14 +68,20 @@ def add_backend_args(p, default: str = "interp") -> None:
         "--backend",
         choices=backends.BACKENDS,
         default=default,
-        help="interp: the exact reference; kernel: the kernel evaluator in --realize",
+        help="interp: the exact reference; kernel: the kernel evaluator in --realize; "
+        "mlir: the kernels compiled to native code through MLIR",
     )
     p.add_argument("--bits", type=int, default=256, help="precision of the reference (default 256)")
     p.add_argument(
         "--realize",
         choices=backends.REALIZATIONS,
         default="f64",
-        help="the machine type of the kernel backends (default f64)",
+        help="the machine type of the kernel and mlir backends (default f64)",
+    )
+    p.add_argument(
+        "--threads",
+        metavar="N",
+        help="worker threads of the mlir backend (default $PRESK_THREADS, else the cores)",
     )
 
 
@@ -82,4 +89,5 @@ def make_backend(args, module):
     """The backend the flags name, for `module` (lowered in place for a machine backend)."""
     if args.bits < 2:
         raise UsageError(f"--bits {args.bits}: the reference needs at least 2 bits")
-    return backends.make(args.backend, module, args.bits, args.realize)
+    threads = check_threads(args.threads) if args.threads is not None else None
+    return backends.make(args.backend, module, args.bits, args.realize, threads)

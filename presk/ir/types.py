@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 KINDS = ("real", "index", "bool")
 _TEXT_KIND = {"real": "ℝ", "index": "nat", "bool": "bool"}
@@ -31,11 +31,11 @@ class TensorType:
     kind: str  # "real" | "index" | "bool"
     axes: tuple[Axis, ...] = ()
 
-    @property
+    @cached_property
     def shape(self) -> tuple[int, ...]:
         return tuple(a.size for a in self.axes)
 
-    @property
+    @cached_property
     def names(self) -> tuple[str | None, ...]:
         return tuple(a.name for a in self.axes)
 
@@ -43,7 +43,7 @@ class TensorType:
     def rank(self) -> int:
         return len(self.axes)
 
-    @property
+    @cached_property
     def size(self) -> int:
         n = 1
         for a in self.axes:

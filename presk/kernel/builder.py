@@ -29,6 +29,14 @@ def buffer_type(element: str, t: TensorType, ctx: ir.Context) -> ir.Type:
     return ir.Type.parse(f"!psk_kernel.buffer<{element}, {shape}, {names}>", ctx)
 
 
+def buffer_parts(t: ir.Type) -> tuple[str, list[int]]:
+    """(element type, shape) of a `!psk_kernel.buffer` type, read from its text."""
+    text = str(t)
+    element = text.split("<", 1)[1].split(",", 1)[0].strip()
+    dims = text.split("array<i64", 1)[1].split(">", 1)[0].lstrip(":")
+    return element, [int(d) for d in dims.split(",") if d.strip()]
+
+
 def rounded(text: str, arith_name: str) -> float:
     """A constant's exact value rounded once to f64 or f32 (subnormals included)."""
     with gmpy2.context(gmpy2.ieee(64 if arith_name == "f64" else 32)):
@@ -223,7 +231,7 @@ class KernelBuilder:
     def to_real(self, a):
         """An i64 (or index) value as a real of the arithmetic type."""
         with self._at():
-            if ir.IndexType.isinstance(a.type):
+            if isinstance(a.type, ir.IndexType):
                 a = arith.index_cast(ir.IntegerType.get_signless(64), a)
             return arith.sitofp(self.ftype, a)
 

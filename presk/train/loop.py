@@ -174,6 +174,14 @@ class Trainer:
         }
         return [_scalar(values[k]) for k in HYPER]
 
+    def step_args(self, state: State, step: int) -> tuple[list[Value], int]:
+        """`train.step`'s arguments at step `step` from `state`, and the batch's epoch."""
+        batch, epoch = self.batch(step)
+        return [state.params, state.m, state.v, *self.hyper_args(step), *batch], epoch
+
+    def context(self, step: int) -> CallContext:
+        return CallContext(training=True, step=step, seed=self.seed)
+
     def run(self, state: State, stop_at: int | None = None) -> State:
         """Train from the step after `state`'s to the last (or to `stop_at`)."""
         start = time.perf_counter()
@@ -181,11 +189,8 @@ class Trainer:
         last = min(self.steps, stop_at or self.steps)
         bar = sys.stderr.isatty() and not self.quiet
         for step in range(first, last + 1):
-            args, epoch = self.batch(step)
-            ctx = CallContext(training=True, step=step, seed=self.seed)
-            out = self.backend.call(
-                [state.params, state.m, state.v, *self.hyper_args(step), *args], ctx, SYMBOL
-            )
+            args, epoch = self.step_args(state, step)
+            out = self.backend.call(args, self.context(step), SYMBOL)
             loss, gnorm, lr = (_float(t) for t in out[:3])
             state.params, state.m, state.v = out[3], out[4], out[5]
             state.step = step

@@ -6,7 +6,7 @@ import sys
 import lit.formats
 
 from presk.ir.context import dialect_path
-from presk.toolchain import llvm_tool, mlir_tool
+from presk.toolchain import llvm_tool, mlir_runtime_lib, mlir_tool
 
 config.name = "presk"
 config.test_format = lit.formats.ShTest(execute_external=False)
@@ -30,5 +30,8 @@ repo = os.path.dirname(os.path.dirname(config.test_source_root))
 config.substitutions.append(("%python", sys.executable))
 config.substitutions.append(("%repo", repo))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
+config.substitutions.append(
+    ("%mlir_lib", os.path.dirname(mlir_runtime_lib("libmlir_c_runner_utils.so")))
+)
 config.substitutions.append(("%psk_irdl", dialect_path("psk.irdl.mlir")))
 config.substitutions.append(("%psk_kernel_irdl", dialect_path("psk_kernel.irdl.mlir")))

@@ -142,10 +142,16 @@ class Gap:
     exact_selections: bool  # index and mask outputs equal the reference's
 
 
-def measure(case: Case, machine: str) -> Gap:
-    out = backends.make("kernel", module_of(case), realize=machine).call(
+@cache
+def machine_output(case: Case, machine: str, backend: str = "kernel"):
+    """The case's output on a machine backend (kernel or mlir) in a machine type."""
+    return backends.make(backend, module_of(case), realize=machine).call(
         inputs(case), CallContext()
     )
+
+
+def measure(case: Case, machine: str, backend: str = "kernel") -> Gap:
+    out = machine_output(case, machine, backend)
     eps, a = BANDS[machine]
     worst = rel = 0.0
     same = True
@@ -160,3 +166,44 @@ def measure(case: Case, machine: str) -> Gap:
             rel = max(rel, float(np.max(gap)))
             worst = max(worst, float(np.max(gap)) / eps)
     return Gap(worst, rel, same)
+
+
+# ---- training natively against the reference ----
+# The tiny MiniGPT trained 20 steps on the shipped corpus, as docs/training.md does.
+MINIGPT_TRAINING = [
+    "tutorial/05_minigpt.psk",
+    "--entry",
+    "loss",
+    *("--const", "V=64", "--const", "D=16", "--const", "H=2", "--const", "L=2"),
+    *("--dim", "T=8", "--dim", "B=2", "--steps", "20", "--quiet"),
+]
+TRAINING_BOUNDS = {"f64": 1e-12, "f32": 1e-5}  # relative 2-norm of the final parameters
+
+
+def corpus(out: Path) -> str:
+    """The shipped corpus in windows of 8 tokens, written to `out`."""
+    from presk.cli.main import main
+
+    texts = sorted(str(p) for p in (REPO / "corpus" / "nlp" / "data").glob("*.txt"))
+    assert main(["data", *texts, "--window", "8", "--out", str(out)]) == 0
+    return str(out)
+
+
+def train_minigpt(out: Path, data: str, *flags: str) -> str:
+    """`presk train` of the tiny MiniGPT for 20 steps; the path of its checkpoint."""
+    from presk.cli.main import main
+
+    argv = ["train", *MINIGPT_TRAINING, "--data", data, "--out", str(out), *flags]
+    assert main([str(REPO / argv[1]) if i == 1 else a for i, a in enumerate(argv)]) == 0
+    return str(out / "checkpoint.psk.d")
+
+
+def parameter_gap(run: str, reference: str) -> float:
+    """‖p − p_ref‖₂ / ‖p_ref‖₂ over every parameter of two checkpoints."""
+    from presk.runtime import pskd
+
+    a, b = pskd.read(run).arrays, pskd.read(reference).arrays
+    keys = sorted(k for k in b if k.startswith("params/"))
+    x = np.concatenate([exact.to_float64(b[k]).ravel() for k in keys])
+    y = np.concatenate([np.asarray(a[k], dtype=np.float64).ravel() for k in keys])
+    return float(np.linalg.norm(y - x) / np.linalg.norm(x))

@@ -1,0 +1,219 @@
+"""psk-vectorize: contiguous elementwise loops run in vector lanes of the machine's width.
+
+An innermost parallel loop (no carried values, step 1) whose index appears only as the
+last index of its loads and stores, with coefficient 1 (so consecutive iterations touch
+consecutive elements; the other indices may come from data, as a gather's row does),
+becomes a loop over vectors of `lanes` iterations: each load an
+`affine.vector_load`, each store an `affine.vector_store`, each `arith`/`math` op the
+same op on vectors, and every value the loop does not change computed before it and
+broadcast. The iterations a whole vector does not cover run in the scalar loop after
+it. Lanes compute what the iterations computed, op for op: no bit changes.
+
+`bytes` is the width of a vector register (0: this machine's; lit tests fix it); a
+kernel's lanes are that width over its arithmetic type's size (f64: 8 bytes; f32 and
+bf16, computed in f32: 4).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mlir import ir
+from mlir.dialects import affine, vector
+from presk.passes import Pass
+
+from presk.kernel.loops import (
+    PARALLEL,
+    access,
+    body_ops,
+    bounds,
+    constant_bounds,
+    dim_coefficient,
+    kernel_funcs,
+    loops_of,
+    rebuild_for,
+    step_of,
+)
+from presk.toolchain import vector_bytes
+
+_LOADS = ("affine.load",)
+_STORES = ("affine.store",)
+
+
+@dataclass(frozen=True)
+class PskVectorize(Pass):
+    name = "psk-vectorize"
+    description = "run contiguous elementwise loops in vector lanes (bytes=0: this machine's width)"
+    bytes: int = 0
+
+    def run(self, module) -> None:
+        width = self.bytes or vector_bytes()
+        for f in kernel_funcs(module):
+            size = 8 if f.attributes["psk_kernel.type"].value == "f64" else 4
+            lanes = width // size
+            if lanes < 2:
+                continue
+            for loop in loops_of(f, post_order=True):
+                if _vectorizable(loop, lanes):
+                    _vectorize(loop, lanes)
+
+
+def _iv_position(op, iv) -> int | None:
+    """The map dimension `iv` is in an affine access, if it is an operand."""
+    operands = list(access(op)[2])
+    return operands.index(iv) if iv in operands else None
+
+
+def _contiguous(op, iv) -> bool:
+    """The access moves one element along its last axis an iteration, and no other."""
+    pos = _iv_position(op, iv)
+    results = list(access(op)[1].results)
+    if pos is None or not results:
+        return False
+    coefficients = [dim_coefficient(e, pos) for e in results]
+    return coefficients[-1] == 1 and all(c == 0 for c in coefficients[:-1])
+
+
+def _gathers_contiguous(op, iv, varying: set) -> bool:
+    """A load or store at indices found from data whose last index is the loop's index
+    itself (a row gathered by a token, read or written along the row)."""
+    indices = list(op.operands)[1:] if op.name == "memref.load" else list(op.operands)[2:]
+    if not indices or indices[-1] != iv or any(v in varying for v in indices[:-1]):
+        return False
+    return op.name == "memref.load" or op.operands[0] != iv
+
+
+def _vectorizable(loop, lanes: int) -> bool:
+    if PARALLEL not in loop.attributes or loop.results or step_of(loop) != 1:
+        return False
+    if not _bounds_kind(loop, lanes):
+        return False
+    block = loop.regions[0].blocks[0]
+    iv = block.arguments[0]
+    varying = {iv}
+    body = body_ops(loop)[:-1]
+    stored = {o.operands[1] for o in body if o.name in _STORES + ("memref.store",)}
+    for op in body:
+        if op.regions:
+            return False
+        moves = any(v in varying for v in op.operands)
+        if not moves:
+            if op.name in _LOADS + ("memref.load",) and op.operands[0] in stored:
+                return False  # an element the loop writes: it may not move before the loop
+            continue
+        if op.name in _LOADS + _STORES:
+            if not _contiguous(op, iv) or (op.name in _STORES and op.operands[0] == iv):
+                return False
+        elif op.name in ("memref.load", "memref.store"):
+            if not _gathers_contiguous(op, iv, varying):
+                return False
+        elif not op.name.startswith(("arith.", "math.")) or iv in list(op.operands):
+            return False  # an index computed from the loop index, a gather by it
+        varying.update(op.results)
+    stores = [o for o in body if o.name in _STORES + ("memref.store",)]
+    return bool(stores) and all(any(v in varying for v in o.operands) for o in stores)
+
+
+def _bounds_kind(loop, lanes: int) -> str | None:
+    """ "constant" (at least `lanes` iterations), "symbolic" (lo to hi), or None."""
+    found = constant_bounds(loop)
+    if found is not None:
+        return "constant" if found[1] - found[0] >= lanes else None
+    (lb, lb_ops), (ub, ub_ops) = bounds(loop)
+    identity = ir.AffineMap.get(0, 1, [ir.AffineSymbolExpr.get(0)])
+    if lb == identity and ub == identity:
+        return "symbolic"
+    return None
+
+
+def _split_point(loop, lanes: int) -> tuple[ir.AffineMap, list]:
+    """(map, operands) of where the whole vectors end."""
+    found = constant_bounds(loop)
+    if found is not None:
+        lo, hi = found
+        return ir.AffineMap.get_constant(lo + (hi - lo) // lanes * lanes), []
+    (_, lb_ops), (_, ub_ops) = bounds(loop)
+    s0, s1 = ir.AffineSymbolExpr.get(0), ir.AffineSymbolExpr.get(1)
+    n = ir.AffineConstantExpr.get(lanes)
+    end = s0 + ir.AffineFloorDivExpr.get(s1 - s0, n) * n
+    return ir.AffineMap.get(0, 2, [end]), [lb_ops[0], ub_ops[0]]
+
+
+def _vectorize(loop, lanes: int) -> None:
+    block = loop.regions[0].blocks[0]
+    iv = block.arguments[0]
+    end = _split_point(loop, lanes)
+    with loop.location, ir.InsertionPoint(loop):
+        (lb, lb_ops), _ = bounds(loop)
+        main = _new_loop(lb, lb_ops, *end, lanes)
+    new_iv = main.regions[0].blocks[0].arguments[0]
+    values = {iv: new_iv}  # scalar value -> its vector (or, for the index, the new index)
+    broadcasts: dict = {}
+
+    def vector_of(v):
+        if v in values:
+            return values[v]
+        if v not in broadcasts:  # the same in every lane: broadcast before the loop
+            with loop.location, ir.InsertionPoint(main):
+                broadcasts[v] = vector.broadcast(ir.VectorType.get([lanes], v.type), v)
+        return broadcasts[v]
+
+    terminator = body_ops(main)[-1]
+    for op in body_ops(loop)[:-1]:
+        if not any(v in values for v in op.operands):
+            op.move_before(main)  # computed once, before both loops
+            continue
+        attrs = {name: op.attributes[name] for name in op.attributes}
+        with op.location, ir.InsertionPoint(terminator):
+            if op.name in _LOADS:
+                buf, _, operands = access(op)
+                t = ir.VectorType.get([lanes], op.result.type)
+                idx = [values.get(v, v) for v in operands]
+                new = ir.Operation.create(
+                    "affine.vector_load", results=[t], operands=[buf, *idx], attributes=attrs
+                )
+            elif op.name in _STORES:
+                buf, _, operands = access(op)
+                idx = [values.get(v, v) for v in operands]
+                ir.Operation.create(
+                    "affine.vector_store",
+                    operands=[vector_of(op.operands[0]), buf, *idx],
+                    attributes=attrs,
+                )
+                continue
+            elif op.name == "memref.load":
+                t = ir.VectorType.get([lanes], op.result.type)
+                buf, *idx = op.operands
+                new = vector.load(t, buf, [values.get(v, v) for v in idx]).owner
+            elif op.name == "memref.store":
+                value, buf, *idx = op.operands
+                vector.store(vector_of(value), buf, [values.get(v, v) for v in idx])
+                continue
+            else:
+                types = [ir.VectorType.get([lanes], r.type) for r in op.results]
+                new = ir.Operation.create(
+                    op.name,
+                    results=types,
+                    operands=[vector_of(v) for v in op.operands],
+                    attributes=attrs,
+                )
+        for r, nr in zip(op.results, new.results, strict=True):
+            values[r] = nr
+    found = constant_bounds(loop)
+    if found is not None and (found[1] - found[0]) % lanes == 0:
+        loop.erase()  # the vectors cover every iteration
+    else:
+        rebuild_for(loop, lower=end)
+
+
+def _new_loop(lb, lb_ops, ub, ub_ops, lanes: int):
+    loop = affine.AffineForOp(
+        lb, ub, lanes, lower_bound_operands=lb_ops, upper_bound_operands=ub_ops
+    )
+    loop.attributes[PARALLEL] = ir.UnitAttr.get()
+    with ir.InsertionPoint(loop.body):
+        affine.AffineYieldOp([])
+    return loop.operation
+
+
+PASS = PskVectorize

@@ -1,0 +1,107 @@
+"""The MLIR backend: the kernel backend's host and launches, the kernels compiled.
+
+The module is lowered to the affine stage (`stages.affine`); each kernel is compiled to
+native code on its first launch (presk/backends/native.py, through the on-disk cache).
+Calls replay a schedule of the host program (presk/backends/schedule.py), traced once an
+entry. A kernel whose outermost loop may be split (`psk_kernel.split`) and whose work
+(`psk_kernel.work`, in scalar operations) is at least `split_work` runs on the worker
+threads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from presk.backends.host import CallContext
+from presk.backends.kernel import KernelBackend
+from presk.backends.native import Compiler, Native, shared_compiler
+from presk.backends.schedule import Schedule
+from presk.backends.workers import Workers
+from presk.ir.program import Program
+from presk.kernel.machine import Machine
+
+# Below this many scalar operations a launch runs on one thread: handing pieces to the
+# workers costs tens of microseconds.
+SPLIT_WORK = 1 << 17
+
+
+@dataclass
+class Compiled:
+    name: str
+    kind: str
+    elements: list[str]  # buffer element types, the output last
+    ops: int  # the PSK-Core ops it computes
+    split: int  # the trip count of its splittable outer loop, or 0
+    work: int
+    native: Native
+
+
+def _int(f, name: str, default: int | None = None) -> int:
+    return f.attributes[name].value if name in f.attributes else default
+
+
+class MlirBackend(KernelBackend):
+    name = "mlir"
+
+    def __init__(
+        self,
+        program: Program,
+        module,
+        machine: Machine,
+        threads: int = 1,
+        split_work: int = SPLIT_WORK,
+        compiler: Compiler | None = None,
+    ):
+        super().__init__(program, module, machine)
+        self.workers = Workers(threads)
+        self.split_work = split_work
+        self.compiler = compiler or shared_compiler()
+        self.schedules: dict[tuple[str, bool], Schedule] = {}
+
+    def call(self, args, ctx: CallContext | None = None, entry: str | None = None):
+        ctx = ctx or CallContext()
+        key = (entry or self.program.entry, ctx.training)
+        schedule = self.schedules.get(key)
+        if schedule is None:
+            schedule = self.schedules[key] = Schedule(self, *key)
+        out = schedule.run(args, ctx)
+        self.launches += schedule.launches
+        self.unfused += schedule.unfused
+        return out
+
+    def kernel(self, name: str) -> Compiled:
+        if name not in self.kernels:
+            f = self.kernel_ops[name]
+            args = f.regions[0].blocks[0].arguments
+            elements = [str(a.type.element_type) for a in list(args)[:-2]]
+            self.kernels[name] = Compiled(
+                name,
+                f.attributes["psk_kernel.kernel"].value,
+                elements,
+                _int(f, "psk_kernel.ops", 1),
+                _int(f, "psk_kernel.split"),
+                _int(f, "psk_kernel.work"),
+                self.compiler.compile(f, len(elements)),
+            )
+            self.launched.append(name)
+        return self.kernels[name]
+
+    def launch_step(self, kernel: Compiled, buffers: list[tuple[int, int]]):
+        """The schedule step that launches `kernel` on buffers given as (region, offset)."""
+        fn, trips = kernel.native.fn, kernel.split
+        if trips > 1 and self.workers.threads > 1 and kernel.work >= self.split_work:
+            run = self.workers.run
+
+            def split(regions, arrays, ctx):
+                run(fn, [regions[r] + o for r, o in buffers], trips)
+
+            return split
+
+        def launch(regions, arrays, ctx):
+            fn(*[regions[r] + o for r, o in buffers], 0, trips)
+
+        return launch
+
+    def compile_report(self) -> list[tuple[str, float, bool]]:
+        """(kernel, seconds, from the cache) for each kernel compiled so far."""
+        return [(k.name, k.native.seconds, k.native.cached) for k in self.kernels.values()]

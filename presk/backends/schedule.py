@@ -1,0 +1,205 @@
+"""A host program flattened into a schedule of native launches, for the MLIR backend.
+
+Nothing the host does depends on the data but the data's own steps (draws, samples,
+index checks): its calls, folds over layers, records and tuples follow the types alone.
+So the MLIR backend runs the host once per entry (and training mode) over symbolic
+buffers (`Buf`: a region and an offset in it), recording a step for each launch and
+each piece of host work on data. Every later call replays the steps: one arena of
+memory holds every buffer the call makes, and a launch is a ctypes call on addresses
+found by adding offsets to the arena's, the arguments' and the constants' base
+addresses. Records, tuples, calls, folds, layer slices and renames cost nothing then.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from presk.backends.host import CallContext, Draw, Host, locate
+from presk.backends.kernel import GATHERS, check_gathers, sample
+from presk.errors import PreskError
+from presk.ir.types import RecordType, TensorType, TupleType
+from presk.kernel.machine import ELEMENTS, storage_of, to_storage
+from presk.runtime.values import Tensor, Value, build
+
+ALIGN = 64  # bytes: every buffer of the arena starts on a cache line
+ARENA = 0  # region 0 is the arena; the arguments' leaves follow, then the constants
+
+
+@dataclass(frozen=True)
+class Buf:
+    """A buffer of a schedule: `shape` elements of `dtype` at `offset` bytes into a region."""
+
+    region: int
+    offset: int
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * self.dtype.itemsize
+
+    def __getitem__(self, layer: int) -> Buf:
+        """One layer of a stacked buffer (the host's folds slice them so)."""
+        inner = self.shape[1:]
+        return Buf(
+            self.region,
+            self.offset + layer * math.prod(inner) * self.dtype.itemsize,
+            inner,
+            self.dtype,
+        )
+
+
+def view(buf: Buf, arrays: list[np.ndarray]) -> np.ndarray:
+    """The numpy array over a buffer's memory."""
+    return np.ndarray(buf.shape, buf.dtype, buffer=arrays[buf.region], offset=buf.offset)
+
+
+def flatten(value: Value, t) -> list[Tensor]:
+    """A value's tensors in the order `build` makes them (its type's field order)."""
+    if isinstance(t, TensorType):
+        return [value]
+    if isinstance(t, RecordType):
+        return [x for name, f in t.fields for x in flatten(value[name], f)]
+    assert isinstance(t, TupleType)
+    return [x for i, f in enumerate(t.items) for x in flatten(value[i], f)]
+
+
+class Schedule:
+    def __init__(self, backend, entry: str, training: bool):
+        self.backend = backend
+        self.steps: list = []
+        self.arena = 0
+        self.consts: list[np.ndarray] = []
+        self.launches = 0
+        self.unfused = 0
+        fn = backend.program.functions[entry]
+        self.arg_types = fn.arg_types
+        self.elements: list[str] = []  # each argument leaf's storage element type
+        args = [build(t, self._argument) for t in fn.arg_types]
+        host = Host(backend.program, self._apply, self._stack)
+        self.result = host.call(entry, args, CallContext(training=training))
+
+    # ---- tracing ----
+    def _argument(self, path: str, t: TensorType) -> Tensor:
+        element = storage_of(t, self.backend.machine)
+        self.elements.append(element)
+        return Tensor(t, Buf(len(self.elements), 0, t.shape, ELEMENTS[element]))
+
+    def _alloc(self, shape: tuple[int, ...], dtype: np.dtype) -> Buf:
+        offset = -(-self.arena // ALIGN) * ALIGN
+        buf = Buf(ARENA, offset, tuple(shape), np.dtype(dtype))
+        self.arena = offset + max(buf.nbytes, 1)
+        return buf
+
+    def _const(self, data: np.ndarray) -> Buf:
+        self.consts.append(np.ascontiguousarray(data))
+        return Buf(1 + len(self.elements) + len(self.consts) - 1, 0, data.shape, data.dtype)
+
+    def _host_step(self, op, fn) -> None:
+        """A step of host work on data, its errors located at `op`."""
+
+        def step(regions, arrays, ctx):
+            try:
+                fn(arrays, ctx)
+            except PreskError as e:
+                locate(e, op)
+                raise
+
+        self.steps.append(step)
+
+    def _stack(self, layers: list[Buf]) -> Buf:
+        first = layers[0]
+        out = self._alloc((len(layers), *first.shape), first.dtype)
+        n = first.nbytes
+        pieces = [(b.region, b.offset, out[i].offset) for i, b in enumerate(layers)]
+
+        def step(regions, arrays, ctx):
+            for region, offset, dst in pieces:
+                ctypes.memmove(regions[ARENA] + dst, regions[region] + offset, n)
+
+        self.steps.append(step)
+        return out
+
+    def _converted(self, buf: Buf, element: str, op) -> Buf:
+        dtype = ELEMENTS[element]
+        if buf.dtype == dtype:
+            return buf
+        out = self._alloc(buf.shape, dtype)
+
+        def convert(arrays, ctx):
+            view(out, arrays)[...] = to_storage(view(buf, arrays), element)
+
+        self._host_step(op, convert)
+        return out
+
+    def _apply(self, op, ins: list, ctx: CallContext, draw: Draw) -> Tensor:
+        if op.name == "psk_kernel.launch":
+            return self._launch(op, list(ins[0]), draw, ctx.training)
+        if op.prim.name == "sample":
+            logits, axis = ins[0], op.attrs["axis"]
+            out = self._alloc(op.type.shape, np.int64)
+
+            def draw_sample(arrays, ctx):
+                where = Draw(ctx, draw.kind, draw.where)
+                view(out, arrays)[...] = sample(view(logits.data, arrays), axis, where)
+
+            self._host_step(op, draw_sample)
+            return Tensor(op.type, out)
+        t = self.backend._apply(op, ins, ctx, draw)  # a constant or a rename
+        return t if isinstance(t.data, Buf) else Tensor(t.type, self._const(t.data))
+
+    def _launch(self, op, ins: list[Tensor], draw: Draw, training: bool) -> Tensor:
+        dropout = op.attrs.get("draw") == "dropout"
+        if dropout and not training:
+            return Tensor(op.type, ins[0].data)  # outside training, dropout is the identity
+        k = self.backend.kernel(op.attrs["kernel"])
+        bufs = [self._converted(t.data, e, op) for t, e in zip(ins, k.elements, strict=False)]
+        if k.kind in GATHERS:
+            checked = [Tensor(t.type, b) for t, b in zip(ins, bufs, strict=False)]
+
+            def check(arrays, ctx):
+                check_gathers(k.kind, [Tensor(t.type, view(t.data, arrays)) for t in checked])
+
+            self._host_step(op, check)
+        if dropout:  # kept where a draw is at least the rate
+            mask, rate = self._alloc(op.type.shape, np.int8), float(op.attrs["rate"])
+
+            def draw_mask(arrays, ctx):
+                drawn = Draw(ctx, draw.kind, draw.where)().random(mask.shape)
+                view(mask, arrays)[...] = drawn >= rate
+
+            self._host_step(op, draw_mask)
+            bufs.append(mask)
+        out = self._alloc(op.type.shape, ELEMENTS[k.elements[-1]])
+        bufs.append(out)
+        self.steps.append(self.backend.launch_step(k, [(b.region, b.offset) for b in bufs]))
+        self.launches += 1
+        self.unfused += k.ops
+        return Tensor(op.type, out)
+
+    # ---- replay ----
+    def run(self, args: list[Value], ctx: CallContext) -> Value:
+        leaves = [t for a, ty in zip(args, self.arg_types, strict=True) for t in flatten(a, ty)]
+        inputs = [
+            np.ascontiguousarray(to_storage(t.data, e))
+            for t, e in zip(leaves, self.elements, strict=True)
+        ]
+        arena = np.empty(self.arena + ALIGN, np.uint8)
+        pad = -arena.ctypes.data % ALIGN
+        arrays = [arena[pad:], *inputs, *self.consts]
+        regions = [a.ctypes.data for a in arrays]
+        for step in self.steps:
+            step(regions, arrays, ctx)
+        return _materialized(self.result, arrays)
+
+
+def _materialized(value: Value, arrays: list[np.ndarray]) -> Value:
+    if isinstance(value, Tensor):
+        return Tensor(value.type, view(value.data, arrays))
+    if isinstance(value, dict):
+        return {k: _materialized(v, arrays) for k, v in value.items()}
+    return tuple(_materialized(v, arrays) for v in value)

@@ -1,0 +1,53 @@
+"""A persistent pool of worker threads that split a kernel's outermost parallel loop.
+
+Each worker calls the compiled kernel on its own contiguous range `[lo, hi)` of the
+loop; ctypes releases the GIL for the call, so the pieces run in parallel. The loop's
+iterations write disjoint elements and read nothing another writes, so any split gives
+the bits of one call over the whole range.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from functools import cache
+
+from presk.errors import UsageError
+
+
+def default_threads() -> int:
+    """`$PRESK_THREADS`, else the cores this process may run on."""
+    env = os.environ.get("PRESK_THREADS")
+    if env:
+        return check_threads(env, "PRESK_THREADS")
+    return len(os.sched_getaffinity(0))
+
+
+def check_threads(value, what: str = "--threads") -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise UsageError(f"{what} {value}: the number of threads is a positive integer")
+    return n
+
+
+@cache
+def _pool(n: int) -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(n, thread_name_prefix="presk-worker")
+
+
+class Workers:
+    def __init__(self, threads: int):
+        self.threads = threads
+
+    def run(self, fn, args: list, trips: int) -> None:
+        """`fn(*args, lo, hi)` over `[0, trips)`, in pieces on the workers and this thread."""
+        n = min(self.threads, trips)
+        cuts = [trips * i // n for i in range(n + 1)]
+        pool = _pool(self.threads - 1) if n > 1 else None
+        futures = [pool.submit(fn, *args, cuts[i], cuts[i + 1]) for i in range(1, n)]
+        fn(*args, cuts[0], cuts[1])
+        for f in futures:
+            f.result()

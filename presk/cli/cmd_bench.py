@@ -1,0 +1,195 @@
+"""presk bench: the median time of an entry (or of a training step) on each backend."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from presk import backends
+from presk.backends.host import CallContext
+from presk.backends.native import Compiler
+from presk.backends.workers import check_threads
+from presk.cli.programs import add_program_args, elaborate_args, read_program
+from presk.errors import UsageError
+from presk.ir.program import read_program as read_core
+from presk.runtime.inputs import arguments, parameters
+from presk.train.loop import Hyper, State, Trainer, zeros_like
+from presk.train.step import SYMBOL, add_train_step
+
+HELP = "time an entry (or one training step) on each backend: medians and ratios"
+
+
+def configure(p) -> None:
+    add_program_args(p)
+    p.add_argument("--repeat", type=int, default=5, help="timed calls a backend (default 5)")
+    p.add_argument(
+        "--backends",
+        default=",".join(backends.BACKENDS),
+        metavar="B,…",
+        help="the backends to time, the first the baseline (default: all)",
+    )
+    p.add_argument(
+        "--realize",
+        default="f64",
+        metavar="T,…",
+        help="the machine types of the kernel and mlir backends (default f64)",
+    )
+    p.add_argument("--bits", type=int, default=256, help="precision of the reference (default 256)")
+    p.add_argument(
+        "--threads", metavar="N", help="worker threads of the mlir backend (default the cores)"
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the inputs and parameters")
+    p.add_argument(
+        "--train-step",
+        action="store_true",
+        help="time one training step of the entry (loss, gradient, AdamW) instead of a call",
+    )
+    p.add_argument("--format", choices=("text", "json"), default="text")
+
+
+@dataclass
+class Row:
+    backend: str
+    realize: str | None  # None for the reference
+    runs: list[float]  # ms
+    compile: dict = field(default_factory=dict)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.runs)
+
+    def label(self, bits: int) -> str:
+        return (
+            f"{self.backend} ({bits} bits)"
+            if self.realize is None
+            else f"{self.backend} {self.realize}"
+        )
+
+
+def _listed(text: str, allowed, flag: str) -> list[str]:
+    items = [x.strip() for x in text.split(",") if x.strip()]
+    bad = [x for x in items if x not in allowed]
+    if bad or not items:
+        raise UsageError(f"{flag} {text}: choose from {', '.join(allowed)}")
+    return items
+
+
+def _caller(args, elaborated, backend):
+    """A function making one call of what is timed, on `backend`."""
+    core = read_core(elaborated.module)
+    params = parameters(core, args.seed, None)
+    if not args.train_step:
+        call_args = ([params] if params is not None else []) + arguments(core, args.seed, None)
+        ctx = CallContext(seed=args.seed)
+        return lambda: backend.call(call_args, ctx)
+    trainer = Trainer(
+        core,
+        backend,
+        steps=100,
+        seed=args.seed,
+        hyper=Hyper(),
+        data=None,
+        log_every=1,
+        ckpt_every=0,
+        out=None,
+        meta={},
+        quiet=True,
+    )
+    step_args, _ = trainer.step_args(State(params, zeros_like(params), zeros_like(params)), 1)
+    ctx = trainer.context(1)
+    return lambda: backend.call(step_args, ctx, SYMBOL)
+
+
+def _compile_times(backend) -> dict:
+    """Each kernel's compile time with an empty cache (cold) and from it (warm), in a
+    cache of its own, so the user's is neither read nor filled."""
+    kernels = {name: f for name, f in backend.kernel_ops.items() if name in backend.kernels}
+    with tempfile.TemporaryDirectory(prefix="presk-bench-") as tmp:
+        per = {}
+        for phase in ("cold", "warm"):
+            compiler = Compiler(Path(tmp))
+            for name, f in kernels.items():
+                n = len(backend.kernels[name].elements)
+                per.setdefault(name, {})[f"{phase}_ms"] = compiler.compile(f, n).seconds * 1e3
+    return {
+        "kernels": len(per),
+        "cold_s": sum(k["cold_ms"] for k in per.values()) / 1e3,
+        "warm_s": sum(k["warm_ms"] for k in per.values()) / 1e3,
+        "per_kernel": per,
+    }
+
+
+def run(args) -> int:
+    if args.repeat < 1:
+        raise UsageError(f"--repeat {args.repeat}: time at least one call")
+    names = _listed(args.backends, backends.BACKENDS, "--backends")
+    types = _listed(args.realize, backends.REALIZATIONS, "--realize")
+    threads = check_threads(args.threads) if args.threads is not None else None
+    program = read_program(args.file)
+    rows = []
+    for name in names:
+        for realize in [None] if name == "interp" else types:
+            elaborated = elaborate_args(args, program)
+            if args.train_step:
+                add_train_step(elaborated, args.remat)
+            backend = backends.make(name, elaborated.module, args.bits, realize or "f64", threads)
+            call = _caller(args, elaborated, backend)
+            call()  # compiles and traces: not timed
+            runs = []
+            for _ in range(args.repeat):
+                start = time.perf_counter()
+                call()
+                runs.append((time.perf_counter() - start) * 1e3)
+            row = Row(name, realize, runs)
+            if name == "mlir":
+                row.compile = _compile_times(backend)
+            rows.append(row)
+    sys.stdout.write(_json(rows, args) if args.format == "json" else _text(rows, args))
+    return 0
+
+
+def _what(args) -> str:
+    what = f"one training step of {args.entry}" if args.train_step else args.entry
+    dims = " ".join(args.dim or [])
+    return f"{what}{', ' + dims if dims else ''}"
+
+
+def _text(rows: list[Row], args) -> str:
+    base = rows[0]
+    width = max(len(r.label(args.bits)) for r in rows) + 2
+    lines = [
+        f"{_what(args)}: median of {args.repeat} calls",
+        f"{'backend':<{width}}{'median ms':>12}{'vs ' + base.label(args.bits):>{width + 6}}",
+    ]
+    for r in rows:
+        ratio = base.median / r.median if r.median else float("inf")
+        lines.append(f"{r.label(args.bits):<{width}}{r.median:>12.3f}{ratio:>{width + 5}.1f}×")
+    for r in rows:
+        c = r.compile
+        if c:
+            cold = statistics.median(k["cold_ms"] for k in c["per_kernel"].values())
+            warm = statistics.median(k["warm_ms"] for k in c["per_kernel"].values())
+            lines.append(
+                f"{r.label(args.bits)}: {c['kernels']} kernels compiled in {c['cold_s']:.2f} s "
+                f"with an empty cache (median {cold:.0f} ms a kernel), loaded from it in "
+                f"{c['warm_s'] * 1e3:.0f} ms (median {warm:.1f} ms)"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def _json(rows: list[Row], args) -> str:
+    several = {r.backend for r in rows if sum(x.backend == r.backend for x in rows) > 1}
+    out = {}
+    for r in rows:
+        key = f"{r.backend}:{r.realize}" if r.backend in several else r.backend
+        entry = {"median_ms": r.median, "runs": r.runs}
+        entry.update({"bits": args.bits} if r.realize is None else {"realize": r.realize})
+        if r.compile:
+            entry["compile"] = r.compile
+        out[key] = entry
+    return json.dumps(out, indent=2) + "\n"

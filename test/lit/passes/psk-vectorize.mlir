@@ -1,0 +1,109 @@
+// RUN: presk-opt %s --pass-pipeline='builtin.module(psk-vectorize{bytes=32})' | FileCheck %s
+// RUN: presk-opt %s --pass-pipeline='builtin.module(psk-vectorize{bytes=4})' | FileCheck %s --check-prefix=NARROW
+
+// CHECK: #[[END:.*]] = affine_map<()[s0, s1] -> (s0 + ((s1 - s0) floordiv 4) * 4)>
+
+// CHECK-LABEL: func.func @k0.axpy(
+// CHECK:         %[[A:.*]] = affine.load %arg1[] : memref<f32>
+// CHECK-NEXT:    %[[AV:.*]] = vector.broadcast %[[A]] : f32 to vector<8xf32>
+// CHECK-NEXT:    affine.for %[[J:.*]] = 0 to 16 step 8 {
+// CHECK-NEXT:      %[[X:.*]] = affine.vector_load %arg0[%{{.*}}, %[[J]]] : memref<2x20xf32>, vector<8xf32>
+// CHECK-NEXT:      %[[E:.*]] = math.exp %[[X]] : vector<8xf32>
+// CHECK-NEXT:      %[[M:.*]] = arith.mulf %[[AV]], %[[E]] : vector<8xf32>
+// CHECK-NEXT:      %[[C:.*]] = arith.cmpf oge, %[[M]], %[[X]] : vector<8xf32>
+// CHECK-NEXT:      %[[S:.*]] = arith.select %[[C]], %[[M]], %[[X]] : vector<8xi1>, vector<8xf32>
+// CHECK-NEXT:      affine.vector_store %[[S]], %arg2[%{{.*}}, %[[J]]] : memref<2x20xf32>, vector<8xf32>
+// CHECK-NEXT:    } {psk_kernel.parallel}
+// CHECK-NEXT:    affine.for %{{.*}} = 16 to 20 {
+// CHECK-NEXT:      affine.load %arg0
+// CHECK-NEXT:      math.exp %{{.*}} : f32
+// CHECK-NEXT:      arith.mulf %[[A]], %{{.*}} : f32
+
+// CHECK-LABEL: func.func @k1.neg(
+// CHECK-NEXT:    affine.for %[[J:.*]] = %arg2 to #[[END]]()[%arg2, %arg3] step 4 {
+// CHECK-NEXT:      affine.vector_load %arg0[%[[J]]] : memref<8xf64>, vector<4xf64>
+// CHECK-NEXT:      arith.negf %{{.*}} : vector<4xf64>
+// CHECK-NEXT:      affine.vector_store
+// CHECK-NEXT:    } {psk_kernel.parallel}
+// CHECK-NEXT:    affine.for %{{.*}} = #[[END]]()[%arg2, %arg3] to %arg3 {
+// CHECK-NEXT:      affine.load %arg0
+// CHECK-NEXT:      arith.negf %{{.*}} : f64
+
+// CHECK-LABEL: func.func @k2.embed(
+// CHECK:         %[[ROW:.*]] = arith.index_cast
+// CHECK-NEXT:    affine.for %[[J:.*]] = 0 to 16 step 8 {
+// CHECK-NEXT:      %[[X:.*]] = vector.load %arg0[%[[ROW]], %[[J]]] : memref<5x16xbf16>, vector<8xbf16>
+// CHECK-NEXT:      %[[W:.*]] = arith.extf %[[X]] : vector<8xbf16> to vector<8xf32>
+// CHECK-NEXT:      %[[R:.*]] = arith.truncf %[[W]] : vector<8xf32> to vector<8xbf16>
+// CHECK-NEXT:      affine.vector_store %[[R]], %arg2
+// CHECK-NEXT:    } {psk_kernel.parallel}
+// CHECK-NEXT:  } {psk_kernel.parallel}
+
+// CHECK-LABEL: func.func @k3.kept(
+// CHECK-NOT:     vector
+
+// Registers one f32 wide have no lanes to fill.
+// NARROW-NOT: vector
+
+module {
+  // 20 contiguous f32 elements a row: two vectors of 8 lanes (32-byte registers), then
+  // four iterations in the scalar loop. The scale, the same for every lane, is broadcast.
+  func.func @k0.axpy(%arg0: memref<2x20xf32>, %arg1: memref<f32>, %arg2: memref<2x20xf32>, %lo: index, %hi: index) attributes {psk_kernel.kernel = "mul", psk_kernel.type = "f32", psk_kernel.split = 2 : i64, psk_kernel.work = 1 : i64} {
+    affine.for %i = %lo to %hi {
+      affine.for %j = 0 to 20 {
+        %a = affine.load %arg1[] : memref<f32>
+        %x = affine.load %arg0[%i, %j] : memref<2x20xf32>
+        %e = math.exp %x : f32
+        %m = arith.mulf %a, %e : f32
+        %c = arith.cmpf oge, %m, %x : f32
+        %s = arith.select %c, %m, %x : f32
+        affine.store %s, %arg2[%i, %j] : memref<2x20xf32>
+      } {psk_kernel.parallel}
+    } {psk_kernel.parallel}
+    return
+  }
+  // f64 has four lanes. The loop the host splits is bounded by lo and hi: whole vectors
+  // from lo, then the scalar rest up to hi.
+  func.func @k1.neg(%arg0: memref<8xf64>, %arg1: memref<8xf64>, %lo: index, %hi: index) attributes {psk_kernel.kernel = "neg", psk_kernel.type = "f64", psk_kernel.split = 8 : i64, psk_kernel.work = 1 : i64} {
+    affine.for %j = %lo to %hi {
+      %x = affine.load %arg0[%j] : memref<8xf64>
+      %n = arith.negf %x : f64
+      affine.store %n, %arg1[%j] : memref<8xf64>
+    } {psk_kernel.parallel}
+    return
+  }
+  // bf16 rows gathered by a token: widened and rounded in 8 lanes of f32. 16 elements
+  // are two whole vectors: no scalar loop.
+  func.func @k2.embed(%arg0: memref<5x16xbf16>, %arg1: memref<3xi64>, %arg2: memref<3x16xbf16>, %lo: index, %hi: index) attributes {psk_kernel.kernel = "embed", psk_kernel.type = "bf16", psk_kernel.split = 3 : i64, psk_kernel.work = 1 : i64} {
+    affine.for %t = %lo to %hi {
+      %tok = affine.load %arg1[%t] : memref<3xi64>
+      %row = arith.index_cast %tok : i64 to index
+      affine.for %j = 0 to 16 {
+        %x = memref.load %arg0[%row, %j] : memref<5x16xbf16>
+        %w = arith.extf %x : bf16 to f32
+        %r = arith.truncf %w : f32 to bf16
+        affine.store %r, %arg2[%t, %j] : memref<3x16xbf16>
+      } {psk_kernel.parallel}
+    } {psk_kernel.parallel}
+    return
+  }
+  // Not contiguous (a transposed read), a sequential loop, and a loop shorter than a
+  // vector: left as they are.
+  func.func @k3.kept(%arg0: memref<16x16xf32>, %arg1: memref<16x16xf32>, %lo: index, %hi: index) attributes {psk_kernel.kernel = "transpose", psk_kernel.type = "f32", psk_kernel.split = 16 : i64, psk_kernel.work = 1 : i64} {
+    affine.for %i = %lo to %hi {
+      affine.for %j = 0 to 16 {
+        %x = affine.load %arg0[%j, %i] : memref<16x16xf32>
+        affine.store %x, %arg1[%i, %j] : memref<16x16xf32>
+      } {psk_kernel.parallel}
+      affine.for %j = 0 to 16 {
+        %x = affine.load %arg0[%i, %j] : memref<16x16xf32>
+        affine.store %x, %arg1[%i, %j] : memref<16x16xf32>
+      }
+      affine.for %j = 0 to 4 {
+        %x = affine.load %arg0[%i, %j] : memref<16x16xf32>
+        affine.store %x, %arg1[%i, %j] : memref<16x16xf32>
+      } {psk_kernel.parallel}
+    } {psk_kernel.parallel}
+    return
+  }
+}
