@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test,lint]'
 	touch $@
 
-demo: setup  ## run the main job on a shipped example
+demo: setup  ## train MiniGPT natively on the shipped corpus, then check one step exactly
 	@$(BIN)/python tools/demo.py
 
 test: setup  ## pytest (fast tests) and the lit suite
@@ -28,7 +28,7 @@ test-all: setup  ## everything, tests marked slow included
 	$(BIN)/python -m pytest -q -m ''
 	$(BIN)/lit -sv test/lit
 
-conformance: setup  ## measure the kernel backend against the reference into docs/conformance.md
+conformance: setup  ## measure the machine backends against the reference into docs/conformance.md
 	$(BIN)/python tools/conformance.py
 
 lint: setup  ## ruff lint and format check

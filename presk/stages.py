@@ -56,7 +56,8 @@ LLVM_PIPELINE = (
     "convert-vector-to-llvm,convert-math-to-llvm,expand-strided-metadata,"
     "finalize-memref-to-llvm,convert-arith-to-llvm,convert-cf-to-llvm,"
     "convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},"  # kernels take plain pointers
-    "reconcile-unrealized-casts)"
+    "reconcile-unrealized-casts,"
+    "psk-keep-libm-calls)"  # pow(x, 2) stays a call of pow, as the kernel evaluator makes it
 )
 
 
