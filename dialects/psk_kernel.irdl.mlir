@@ -15,7 +15,9 @@
 //
 // Loads and stores take one `index` per axis. A load's result type may be wider than the
 // buffer's element type (a bf16 parameter read by an f32 nest): the load widens exactly.
-// A store's value may be wider than the buffer: the store rounds to nearest even.
+// A store's value may be wider than the buffer: the store rounds to nearest even. A load
+// or store of a vector of n lanes reads or writes n consecutive elements along the last
+// axis, from the element the indices name.
 irdl.dialect @psk_kernel {
   irdl.type @buffer {
     %elem = irdl.any
@@ -46,6 +48,12 @@ irdl.dialect @psk_kernel {
     irdl.operands(args: %args)
     irdl.results(res: %res)
     irdl.attributes { "kernel" = %k }
+  }
+  // a buffer private to the enclosing loop iteration (a packed panel of an operand),
+  // in the kernel's arithmetic type
+  irdl.operation @scratch {
+    %buf = irdl.base @psk_kernel::@buffer
+    irdl.results(buffer: %buf)
   }
   // a C library function of one or two scalars (exp, log, tanh, sin, cos, erf, ...)
   irdl.operation @call {

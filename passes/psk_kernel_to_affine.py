@@ -10,7 +10,9 @@ library function. Nothing is reordered, so every value is computed as before.
 
 A kernel whose only top-level work is one parallel loop runs that loop from `lo` to `hi`,
 so the host may split it over threads; it is marked `psk_kernel.split` with the loop's
-trip count (0 on other kernels, which ignore `lo, hi`). `psk_kernel.work` estimates the
+trip count (0 on other kernels, which ignore `lo, hi`). A contraction whose layout names
+a split runs the loop at that depth from `lo` to `hi` instead, marked with the layout's
+`psk_kernel.workers`. `psk_kernel.work` estimates the
 scalar operations a launch runs, which the host weighs against the cost of splitting.
 """
 
@@ -19,10 +21,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mlir import ir
-from mlir.dialects import affine, arith, memref
+from mlir.dialects import affine, arith, memref, vector
 from presk.passes import Pass
 
-from presk.ir.core import walk_ops
+from presk.ir.core import python_value, walk_ops
 from presk.kernel.builder import buffer_parts
 from presk.kernel.loops import (
     PARALLEL,
@@ -76,6 +78,8 @@ def _lower(f: ir.Operation, block: ir.Block) -> None:
                 _load(op)
             elif op.name == "psk_kernel.store":
                 _store(op)
+            elif op.name == "psk_kernel.scratch":
+                _scratch(op)
             else:
                 fn = ir.StringAttr(op.attributes["fn"]).value
                 new = ir.Operation.create(
@@ -84,7 +88,7 @@ def _lower(f: ir.Operation, block: ir.Block) -> None:
                 op.result.replace_all_uses_with(new.result)
         op.erase()
     _erase_unused_index_arith(f)
-    f.attributes["psk_kernel.split"] = _i64(_split(block, lo, hi))
+    f.attributes["psk_kernel.split"] = _i64(_split(f, block, lo, hi))
 
 
 def _i64(n: int) -> ir.IntegerAttr:
@@ -129,16 +133,20 @@ def _affine_expr(v: ir.Value, dims: list[ir.Value]) -> ir.AffineExpr | None:
             dims.append(v)
         return ir.AffineDimExpr.get(dims.index(v))
     op = owner.operation
-    if op.name not in ("arith.addi", "arith.muli"):
+    if op.name not in ("arith.addi", "arith.muli", "arith.divui", "arith.remui"):
         return None
     a, b = (_affine_expr(x, dims) for x in op.operands)
     if a is None or b is None:
         return None
     if op.name == "arith.addi":
         return a + b
-    if not isinstance(a, ir.AffineConstantExpr) and not isinstance(b, ir.AffineConstantExpr):
+    if op.name == "arith.muli":
+        if isinstance(a, ir.AffineConstantExpr) or isinstance(b, ir.AffineConstantExpr):
+            return a * b
         return None
-    return a * b
+    if not isinstance(b, ir.AffineConstantExpr):
+        return None
+    return (ir.AffineFloorDivExpr if op.name == "arith.divui" else ir.AffineModExpr).get(a, b)
 
 
 def _indices(indices: list[ir.Value]) -> tuple[ir.AffineMap, list[ir.Value]] | None:
@@ -149,29 +157,52 @@ def _indices(indices: list[ir.Value]) -> tuple[ir.AffineMap, list[ir.Value]] | N
     return ir.AffineMap.get(len(dims), 0, exprs), dims
 
 
+def _stored_type(t: ir.Type, element: ir.Type) -> ir.Type:
+    """The type a value of type `t` (scalar or vector) has in a buffer of `element`s."""
+    if isinstance(t, ir.VectorType):
+        return ir.VectorType.get(t.shape, element)
+    return element
+
+
 def _load(op: ir.Operation) -> None:
     buf, *indices = op.operands
-    element = ir.MemRefType(buf.type).element_type
+    t = _stored_type(op.result.type, ir.MemRefType(buf.type).element_type)
     found = _indices(indices)
+    vec = isinstance(t, ir.VectorType)
     if found is None:
-        value = memref.load(buf, indices)
+        value = vector.load(t, buf, indices) if vec else memref.load(buf, indices)
+    elif vec:
+        value = affine.AffineVectorLoadOp(t, buf, found[1], found[0]).result
     else:
-        value = affine.AffineLoadOp(element, buf, found[1], found[0]).result
-    if op.result.type != element:  # bf16 widened exactly to the arithmetic type
+        value = affine.AffineLoadOp(t, buf, found[1], found[0]).result
+    if op.result.type != t:  # bf16 widened exactly to the arithmetic type
         value = arith.extf(op.result.type, value)
     op.result.replace_all_uses_with(value)
 
 
 def _store(op: ir.Operation) -> None:
     value, buf, *indices = op.operands
-    element = ir.MemRefType(buf.type).element_type
-    if value.type != element:  # rounded to nearest even
-        value = arith.truncf(element, value)
+    t = _stored_type(value.type, ir.MemRefType(buf.type).element_type)
+    if value.type != t:  # rounded to nearest even
+        value = arith.truncf(t, value)
     found = _indices(indices)
+    vec = isinstance(t, ir.VectorType)
     if found is None:
-        memref.store(value, buf, indices)
+        (vector.store if vec else memref.store)(value, buf, indices)
+    elif vec:
+        affine.AffineVectorStoreOp(value, buf, found[1], found[0])
     else:
         affine.AffineStoreOp(value, buf, found[1], found[0])
+
+
+def _scratch(op: ir.Operation) -> None:
+    """memref.alloc where the scratch buffer is made, freed at the end of its block."""
+    element, shape = buffer_parts(op.result.type)
+    buffer = memref.alloc(ir.MemRefType.get(shape, ir.Type.parse(element)), [], [], alignment=64)
+    op.result.replace_all_uses_with(buffer)
+    terminator = list(buffer.owner.operation.block.operations)[-1]
+    with ir.InsertionPoint(terminator.operation):
+        memref.dealloc(buffer)
 
 
 def _erase_unused_index_arith(f: ir.Operation) -> None:
@@ -180,17 +211,35 @@ def _erase_unused_index_arith(f: ir.Operation) -> None:
             op.erase()
 
 
-def _split(block: ir.Block, lo: ir.Value, hi: ir.Value) -> int:
-    """Bound the kernel's outermost loop by `lo, hi` if it is the kernel's only top-level
-    work and parallel; its trip count, or 0."""
-    top = [o.operation for o in block.operations]
-    loops = [o for o in top if o.name == "affine.for"]
-    stores = [o for o in top if o.name.endswith("store")]
-    if len(loops) != 1 or stores or PARALLEL not in loops[0].attributes or loops[0].results:
+def _split(f: ir.Operation, block: ir.Block, lo: ir.Value, hi: ir.Value) -> int:
+    """Bound the loop the host may split by `lo, hi`; its trip count, or 0. A layout's
+    split names the loop's depth down the nest (the last loop of each body, the one after
+    any packing); by default it is the outermost loop, where that is the kernel's only
+    top-level work and parallel."""
+    layout = (
+        python_value(f.attributes["psk_kernel.layout"])
+        if "psk_kernel.layout" in f.attributes
+        else {}
+    )
+    if layout.get("split"):
+        depth, workers = layout["split"]
+        f.attributes["psk_kernel.workers"] = _i64(workers)
+        loop = None
+        for _ in range(depth + 1):
+            loops = [o.operation for o in block.operations if o.operation.name == "affine.for"]
+            loop = loops[-1]
+            block = loop.regions[0].blocks[0]
+    else:
+        top = [o.operation for o in block.operations]
+        loops = [o for o in top if o.name == "affine.for"]
+        if len(loops) != 1 or any(o.name.endswith("store") for o in top):
+            return 0
+        loop = loops[0]
+    if PARALLEL not in loop.attributes or loop.results:
         return 0
-    lower, upper = constant_bounds(loops[0])
+    lower, upper = constant_bounds(loop)
     symbol = ir.AffineMap.get(0, 1, [ir.AffineSymbolExpr.get(0)])
-    rebuild_for(loops[0], lower=(symbol, [lo]), upper=(symbol, [hi]))
+    rebuild_for(loop, lower=(symbol, [lo]), upper=(symbol, [hi]))
     return upper - lower
 
 

@@ -31,8 +31,9 @@ class Compiled:
     kind: str
     elements: list[str]  # buffer element types, the output last
     ops: int  # the PSK-Core ops it computes
-    split: int  # the trip count of its splittable outer loop, or 0
+    split: int  # the trip count of its splittable loop, or 0
     work: int
+    workers: int  # the workers its layout splits it over, or 0 (the backend's choice)
     native: Native
 
 
@@ -81,6 +82,7 @@ class MlirBackend(KernelBackend):
                 _int(f, "psk_kernel.ops", 1),
                 _int(f, "psk_kernel.split"),
                 _int(f, "psk_kernel.work"),
+                _int(f, "psk_kernel.workers", 0),
                 self.compiler.compile(f, len(elements)),
             )
             self.launched.append(name)
@@ -89,8 +91,14 @@ class MlirBackend(KernelBackend):
     def launch_step(self, kernel: Compiled, buffers: list[tuple[int, int]]):
         """The schedule step that launches `kernel` on buffers given as (region, offset)."""
         fn, trips = kernel.native.fn, kernel.split
-        if trips > 1 and self.workers.threads > 1 and kernel.work >= self.split_work:
-            run = self.workers.run
+        if kernel.workers:  # the layout's split
+            workers = Workers(kernel.workers)
+        elif self.workers.threads > 1 and kernel.work >= self.split_work:
+            workers = self.workers
+        else:
+            workers = None
+        if trips > 1 and workers is not None and workers.threads > 1:
+            run = workers.run
 
             def split(regions, arrays, ctx):
                 run(fn, [regions[r] + o for r, o in buffers], trips)

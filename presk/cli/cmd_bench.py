@@ -10,13 +10,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from presk import backends
+from presk import backends, stages
 from presk.backends.host import CallContext
 from presk.backends.native import Compiler
 from presk.backends.workers import check_threads
-from presk.cli.programs import add_program_args, elaborate_args, read_program
+from presk.cli.programs import add_plan_arg, add_program_args, elaborate_args, plan_of, read_program
 from presk.errors import UsageError
 from presk.ir.program import read_program as read_core
+from presk.kernel.cost import Target, milliseconds, predict
+from presk.kernel.planner import candidates, choose, plan_entry
 from presk.runtime.inputs import arguments, parameters
 from presk.train.loop import Hyper, State, Trainer, zeros_like
 from presk.train.step import SYMBOL, add_train_step
@@ -48,6 +50,17 @@ def configure(p) -> None:
         "--train-step",
         action="store_true",
         help="time one training step of the entry (loss, gradient, AdamW) instead of a call",
+    )
+    add_plan_arg(p)
+    p.add_argument(
+        "--sweep",
+        action="store_true",
+        help="time every point of one nest's layout space on the mlir backend instead",
+    )
+    p.add_argument(
+        "--nest",
+        metavar="SITE",
+        help="the nest --sweep measures (default: the one the cost model finds slowest)",
     )
     p.add_argument("--format", choices=("text", "json"), default="text")
 
@@ -124,9 +137,21 @@ def _compile_times(backend) -> dict:
     }
 
 
+def _timed(call, repeat: int) -> list[float]:
+    call()  # compiles and traces: not timed
+    runs = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        call()
+        runs.append((time.perf_counter() - start) * 1e3)
+    return runs
+
+
 def run(args) -> int:
     if args.repeat < 1:
         raise UsageError(f"--repeat {args.repeat}: time at least one call")
+    if args.sweep:
+        return _sweep(args)
     names = _listed(args.backends, backends.BACKENDS, "--backends")
     types = _listed(args.realize, backends.REALIZATIONS, "--realize")
     threads = check_threads(args.threads) if args.threads is not None else None
@@ -137,15 +162,10 @@ def run(args) -> int:
             elaborated = elaborate_args(args, program)
             if args.train_step:
                 add_train_step(elaborated, args.remat)
-            backend = backends.make(name, elaborated.module, args.bits, realize or "f64", threads)
-            call = _caller(args, elaborated, backend)
-            call()  # compiles and traces: not timed
-            runs = []
-            for _ in range(args.repeat):
-                start = time.perf_counter()
-                call()
-                runs.append((time.perf_counter() - start) * 1e3)
-            row = Row(name, realize, runs)
+            backend = backends.make(
+                name, elaborated.module, args.bits, realize or "f64", threads, plan_of(args)
+            )
+            row = Row(name, realize, _timed(_caller(args, elaborated, backend), args.repeat))
             if name == "mlir":
                 row.compile = _compile_times(backend)
             rows.append(row)
@@ -193,3 +213,58 @@ def _json(rows: list[Row], args) -> str:
             entry["compile"] = r.compile
         out[key] = entry
     return json.dumps(out, indent=2) + "\n"
+
+
+def _sweep(args) -> int:
+    """Every point of one nest's layout space, timed on the mlir backend."""
+    realize = _listed(args.realize, backends.REALIZATIONS, "--realize")[0]
+    threads = check_threads(args.threads) if args.threads is not None else None
+    program = read_program(args.file)
+
+    def lowered():
+        elaborated = elaborate_args(args, program)
+        if args.train_step:
+            add_train_step(elaborated, args.remat)
+        stages.kernel(elaborated.module, realize)
+        return elaborated
+
+    target = Target.host()
+    choices = {c.site: c for c in choose(lowered().module.operation, realize, target)}
+    if not choices:
+        raise UsageError(f"{args.entry} has no contraction to sweep")
+    site = args.nest or max(choices.values(), key=lambda c: c.default_cycles).site
+    if site not in choices:
+        raise UsageError(f"--nest {site}: the contraction nests are {', '.join(sorted(choices))}")
+    nest = choices[site].nest
+    element = 8 if realize == "f64" else 4
+    results = []
+    for layout in candidates(nest, realize, target):
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            json.dump({"realize": realize, "layout": {site: plan_entry(layout)}}, f)
+        try:
+            elaborated = elaborate_args(args, program)
+            if args.train_step:
+                add_train_step(elaborated, args.remat)
+            backend = backends.make(
+                "mlir", elaborated.module, realize=realize, threads=threads, plan=f.name
+            )
+        finally:
+            Path(f.name).unlink()
+        runs = _timed(_caller(args, elaborated, backend), args.repeat)
+        predicted = milliseconds(predict(nest, layout, element, target))
+        results.append((statistics.median(runs), runs, predicted, layout))
+    results.sort(key=lambda r: r[0])
+    if args.format == "json":
+        points = [
+            {"layout": plan_entry(lay), "median_ms": med, "runs": runs, "predicted_ms": pred}
+            for med, runs, pred, lay in results
+        ]
+        sys.stdout.write(json.dumps({"nest": site, "points": points}, indent=2) + "\n")
+        return 0
+    pick = choices[site].layout
+    print(f"{site}: {len(results)} points, median of {args.repeat} calls of {_what(args)}")
+    print(f"{'median ms':>10} {'predicted':>10}  layout")
+    for med, _, pred, lay in results:
+        mark = "  <- presk plan" if lay == pick else ""
+        print(f"{med:10.3f} {pred:10.3f}  {json.dumps(plan_entry(lay))}{mark}")
+    return 0

@@ -7,11 +7,12 @@ import sys
 from presk import backends, stages
 from presk.backends import REALIZATIONS
 from presk.backends.host import CallContext
-from presk.cli.programs import add_program_args, elaborate_args, read_program
+from presk.cli.programs import add_plan_arg, add_program_args, elaborate_args, plan_of, read_program
 from presk.errors import UsageError
 from presk.front.unparse import program as unparse
 from presk.ir.core_text import core_text
 from presk.ir.program import read_program as read_core
+from presk.kernel.relayout import apply_plan, read_plan
 from presk.kernel.text import kernel_text
 from presk.runtime.inputs import arguments, parameters
 from presk.toolchain import vector_bytes
@@ -43,6 +44,7 @@ def configure(p) -> None:
     p.add_argument(
         "--seed", type=int, default=0, help="seed of the run --stage kernel makes (default 0)"
     )
+    add_plan_arg(p)
 
 
 def run(args) -> int:
@@ -57,12 +59,12 @@ def run(args) -> int:
     elaborated = elaborate_args(args, program)
     module = elaborated.module
     if args.stage == "kernel":
-        text = kernel_dump(module, args.realize, args.seed)
+        text = kernel_dump(module, args.realize, args.seed, plan_of(args))
         if args.format == "text":
             sys.stdout.write(text)
             return 0
     if args.stage in ("affine", "llvm"):
-        sys.stdout.write(lowered_dump(module, args.stage, args.realize, args.format))
+        sys.stdout.write(lowered_dump(module, args.stage, args.realize, args.format, plan_of(args)))
         return 0
     if args.format == "mlir":
         sys.stdout.write(str(module))
@@ -71,13 +73,13 @@ def run(args) -> int:
     return 0
 
 
-def kernel_dump(module, realize: str, seed: int) -> str:
+def kernel_dump(module, realize: str, seed: int, plan: str | None = None) -> str:
     """The kernels an entry launches, in the order of their first launch: the module is
     lowered (in place) and the entry run on drawn inputs, as the seed's dump does."""
     program = read_core(module)
     params = parameters(program, seed, None)
     args = ([params] if params is not None else []) + arguments(program, seed, None)
-    backend = backends.make("kernel", module, realize=realize)
+    backend = backends.make("kernel", module, realize=realize, plan=plan)
     backend.call(args, CallContext(seed=seed))
     saved = backend.unfused - backend.launches
     pct = round(100 * saved / backend.unfused) if backend.unfused else 0
@@ -89,12 +91,16 @@ def kernel_dump(module, realize: str, seed: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def lowered_dump(module, stage: str, realize: str, fmt: str) -> str:
+def lowered_dump(module, stage: str, realize: str, fmt: str, plan: str | None = None) -> str:
     """The kernels at the affine or LLVM stage, headed by the pipeline that gives them from
     the kernel stage (`presk dump --stage kernel --format mlir`), for presk-opt. Text
     shows the kernels alone, mlir the whole module (at the affine stage, the host too)."""
     width = vector_bytes()
+    if plan:
+        realize = read_plan(plan).get("realize", realize)
     stages.kernel(module, realize)
+    if plan:
+        apply_plan(module.operation, read_plan(plan), plan)
     stages.affine(module, width)
     pipelines = [stages.affine_pipeline(width)]
     if stage == "llvm":

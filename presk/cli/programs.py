@@ -12,6 +12,7 @@ from presk.front.elaborate import Elaborated, elaborate
 from presk.front.parser import parse
 from presk.front.prelude import with_prelude
 from presk.ir.context import new_context
+from presk.kernel.relayout import plan_path
 from presk.stages import REMATS
 
 
@@ -83,6 +84,19 @@ def add_backend_args(p, default: str = "interp") -> None:
         metavar="N",
         help="worker threads of the mlir backend (default $PRESK_THREADS, else the cores)",
     )
+    add_plan_arg(p)
+
+
+def add_plan_arg(p) -> None:
+    p.add_argument(
+        "--plan",
+        metavar="@P.json",
+        help="a plan: a realization and a layout for each contraction nest it names",
+    )
+
+
+def plan_of(args) -> str | None:
+    return plan_path(args.plan) if getattr(args, "plan", None) else None
 
 
 def make_backend(args, module):
@@ -90,4 +104,4 @@ def make_backend(args, module):
     if args.bits < 2:
         raise UsageError(f"--bits {args.bits}: the reference needs at least 2 bits")
     threads = check_threads(args.threads) if args.threads is not None else None
-    return backends.make(args.backend, module, args.bits, args.realize, threads)
+    return backends.make(args.backend, module, args.bits, args.realize, threads, plan_of(args))

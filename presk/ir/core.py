@@ -67,3 +67,16 @@ def string_attr(op: ir.Operation, name: str) -> str | None:
 
 def site_of(op: ir.Operation) -> str | None:
     return string_attr(op, "psk.site")
+
+
+def python_value(attr: ir.Attribute):
+    """A builtin attribute (the bindings give it downcast) as a plain Python value."""
+    if isinstance(attr, (ir.StringAttr, ir.IntegerAttr, ir.FlatSymbolRefAttr)):
+        return attr.value
+    if isinstance(attr, ir.DenseI64ArrayAttr):
+        return list(attr)
+    if isinstance(attr, ir.ArrayAttr):
+        return [python_value(x) for x in attr]
+    if isinstance(attr, ir.DictAttr):
+        return {attr[i].name: python_value(attr[i].attr) for i in range(len(attr))}
+    return str(attr)

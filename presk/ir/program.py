@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from mlir import ir
 
-from presk.ir.core import psk_type, site_of, string_attr
+from presk.ir.core import psk_type, python_value, site_of, string_attr
 from presk.ir.types import PskType
 from presk.prims import by_op, read_attrs
 from presk.prims.base import Attrs, Prim
@@ -58,19 +58,6 @@ class Program:
     @property
     def param_specs(self) -> list[dict]:
         return self.attrs.get("psk.params", [])
-
-
-def _python(attr: ir.Attribute):
-    """A builtin attribute (the bindings give it downcast) as a plain Python value."""
-    if isinstance(attr, (ir.StringAttr, ir.IntegerAttr, ir.FlatSymbolRefAttr)):
-        return attr.value
-    if isinstance(attr, ir.DenseI64ArrayAttr):
-        return list(attr)
-    if isinstance(attr, ir.ArrayAttr):
-        return [_python(x) for x in attr]
-    if isinstance(attr, ir.DictAttr):
-        return {attr[i].name: _python(attr[i].attr) for i in range(len(attr))}
-    return str(attr)
 
 
 def _location(loc: ir.Location) -> str:
@@ -162,6 +149,6 @@ def read_program(module) -> Program:
     for i in range(len(mod_attrs)):
         named = mod_attrs[i]
         if named.name.startswith("psk."):
-            attrs[named.name] = _python(named.attr)
+            attrs[named.name] = python_value(named.attr)
     entry = attrs.get("psk.entry") or next(iter(functions))
     return Program(functions, entry, attrs)

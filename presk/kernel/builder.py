@@ -15,11 +15,11 @@ from contextlib import contextmanager
 
 import gmpy2
 from mlir import ir
-from mlir.dialects import arith, func, scf
+from mlir.dialects import arith, func, scf, vector
 from mlir.dialects import math as mmath
 
 from presk.constants import const_value
-from presk.ir.types import TensorType
+from presk.ir.types import Axis, TensorType, parse_mlir_type
 from presk.kernel.machine import Machine
 
 
@@ -35,6 +35,13 @@ def buffer_parts(t: ir.Type) -> tuple[str, list[int]]:
     element = text.split("<", 1)[1].split(",", 1)[0].strip()
     dims = text.split("array<i64", 1)[1].split(">", 1)[0].lstrip(":")
     return element, [int(d) for d in dims.split(",") if d.strip()]
+
+
+def buffer_tensor(t: ir.Type) -> tuple[str, TensorType]:
+    """(element type, the PSK tensor type with its axis names) of a buffer type."""
+    text = str(t)
+    element = text.split("<", 1)[1].split(",", 1)[0].strip()
+    return element, parse_mlir_type("!psk.real<" + text.split(",", 1)[1])
 
 
 def rounded(text: str, arith_name: str) -> float:
@@ -148,19 +155,52 @@ class KernelBuilder:
         with self._at():
             return arith.addi(a, b)
 
-    def load(self, buf: int, indices: list[ir.Value]) -> ir.Value:
-        """Element `indices` of argument `buf`: a real widened to the arithmetic type, an
-        index or mask element as it is (i64, i8)."""
-        element = self.elements[buf]
+    def _buffer(self, buf: int | ir.Value) -> tuple[ir.Value, str]:
+        """An argument (by position) or a scratch buffer, and its element type."""
+        if isinstance(buf, int):
+            return self.args[buf], self.elements[buf]
+        return buf, self.machine.arith_name
+
+    def load(self, buf: int | ir.Value, indices: list[ir.Value], lanes: int = 1) -> ir.Value:
+        """Element `indices` of buffer `buf` (an argument's position or a scratch buffer):
+        a real widened to the arithmetic type, an index or mask element as it is (i64, i8);
+        with `lanes` > 1, a vector of that many consecutive elements along the last axis."""
+        value, element = self._buffer(buf)
         with self._at():
             rtype = self.ftype if element in ("f64", "f32", "bf16") else ir.Type.parse(element)
+            if lanes > 1:
+                rtype = ir.VectorType.get([lanes], rtype)
             return ir.Operation.create(
-                "psk_kernel.load", results=[rtype], operands=[self.args[buf], *indices]
+                "psk_kernel.load", results=[rtype], operands=[value, *indices]
             ).result
 
-    def store(self, value: ir.Value, indices: list[ir.Value], buf: int = -1) -> None:
+    def store(self, value: ir.Value, indices: list[ir.Value], buf: int | ir.Value = -1) -> None:
+        """Store a scalar, or a vector's lanes to consecutive elements along the last axis."""
         with self._at():
-            ir.Operation.create("psk_kernel.store", operands=[value, self.args[buf], *indices])
+            target = self._buffer(buf)[0]
+            ir.Operation.create("psk_kernel.store", operands=[value, target, *indices])
+
+    def scratch(self, shape: list[int]) -> ir.Value:
+        """A buffer of the arithmetic type private to the current loop iteration."""
+        t = TensorType("real", tuple(Axis(None, n) for n in shape))
+        with self._at():
+            btype = buffer_type(self.machine.arith_name, t, self.ctx)
+            return ir.Operation.create("psk_kernel.scratch", results=[btype]).result
+
+    def broadcast(self, x: ir.Value, lanes: int) -> ir.Value:
+        """A scalar in every lane of a vector."""
+        if lanes == 1:
+            return x
+        with self._at():
+            return vector.broadcast(ir.VectorType.get([lanes], x.type), x)
+
+    def idiv(self, a: ir.Value, n: int) -> ir.Value:
+        with self._at():
+            return arith.divui(a, self.index_const(n))
+
+    def irem(self, a: ir.Value, n: int) -> ir.Value:
+        with self._at():
+            return arith.remui(a, self.index_const(n))
 
     # ---- arithmetic in the arithmetic type ----
     def add(self, a, b):

@@ -23,6 +23,7 @@ import ml_dtypes
 import numpy as np
 from mlir import ir
 
+from presk.kernel.builder import buffer_parts
 from presk.kernel.machine import ELEMENTS
 
 _LIBM = ctypes.CDLL(ctypes.util.find_library("m"))
@@ -106,8 +107,8 @@ def read_kernel(f) -> Kernel:
             ids[v] = len(ids)
         return ids[v]
 
-    def read_block(block) -> tuple[list[KOp], int]:
-        ops, depth = [], 0
+    def read_block(block) -> tuple[list[KOp], int, bool]:
+        ops, depth, scratch = [], 0, False
         for op in block.operations:
             op = op.operation
             k = KOp(op.name, [vid(v) for v in op.operands], [vid(r) for r in op.results])
@@ -121,19 +122,27 @@ def read_kernel(f) -> Kernel:
                 k.attrs["fn"] = ir.StringAttr(op.attributes["fn"]).value
             elif op.name in ("psk_kernel.load", "arith.sitofp", "arith.extui", "arith.index_cast"):
                 k.attrs["type"] = str(op.results[0].type)
+                k.attrs["lanes"] = _lanes(op.results[0].type)
+            elif op.name == "psk_kernel.store":
+                k.attrs["lanes"] = _lanes(op.operands[0].type)
+            elif op.name == "psk_kernel.scratch":
+                k.attrs["shape"] = buffer_parts(op.results[0].type)[1]
+                scratch = True
             elif op.name == "scf.for":
                 body = op.regions[0].blocks[0]
                 k.args = [vid(a) for a in body.arguments]
-                k.body, inner = read_block(body)
-                parallel = "psk_kernel.parallel" in op.attributes
+                k.body, inner, has_scratch = read_block(body)
+                # a loop holding a scratch buffer runs one iteration at a time: each has its own
+                parallel = "psk_kernel.parallel" in op.attributes and not has_scratch
                 k.attrs["parallel"] = parallel
                 depth = max(depth, inner + (1 if parallel else 0))
+                scratch |= has_scratch
             ops.append(k)
-        return ops, depth
+        return ops, depth, scratch
 
     block = f.regions[0].blocks[0]
     args = [vid(a) for a in block.arguments]
-    body, depth = read_block(block)
+    body, depth, _ = read_block(block)
     elements = []
     for a in block.arguments:
         elements.append(str(a.type).split("<", 1)[1].split(",", 1)[0].strip())
@@ -167,7 +176,7 @@ class _Run:
             r = op.results[0] if op.results else None
             if name == "psk_kernel.load":
                 buf = self.buffers[a[0][1]]
-                value = buf[tuple(a[1:])]
+                value = buf[_lane_index(a[1:], op.attrs["lanes"])]
                 if buf.dtype == ml_dtypes.bfloat16:  # widened exactly to f32
                     value = np.asarray(value).astype(arith)
                 env[r] = value
@@ -176,7 +185,7 @@ class _Run:
                 value = np.asarray(a[0])
                 if buf.dtype != value.dtype:
                     value = value.astype(buf.dtype)
-                idx = tuple(a[2:])
+                idx = _lane_index(a[2:], op.attrs["lanes"])
                 if idx:
                     shape = np.broadcast_shapes(*[np.shape(i) for i in idx], value.shape)
                     idx = tuple(np.broadcast_to(i, shape) for i in idx)
@@ -214,6 +223,15 @@ class _Run:
                 env[r] = np.where(a[0], a[1], a[2])
             elif name == "arith.andi":
                 env[r] = np.logical_and(a[0], a[1])
+            elif name == "psk_kernel.scratch":
+                self.buffers.append(np.full(op.attrs["shape"], np.nan, dtype=arith))
+                env[r] = ("buffer", len(self.buffers) - 1)
+            elif name == "vector.broadcast":
+                env[r] = np.expand_dims(np.asarray(a[0]), -1)
+            elif name == "arith.divui":
+                env[r] = a[0] // a[1]
+            elif name == "arith.remui":
+                env[r] = a[0] % a[1]
             elif name == "arith.addi":
                 env[r] = a[0] + a[1]
             elif name == "arith.muli":
@@ -247,8 +265,21 @@ class _Run:
             self.env[res] = c
 
 
+def _lanes(t: ir.Type) -> int:
+    return t.shape[0] if isinstance(t, ir.VectorType) else 1
+
+
+def _lane_index(indices: list, lanes: int) -> tuple:
+    """The indices of a load or store; for n lanes, a trailing lane axis over n consecutive
+    elements along the buffer's last axis."""
+    if lanes == 1:
+        return tuple(indices)
+    *lead, last = (np.asarray(i) for i in indices)
+    return (*(i[..., None] for i in lead), last[..., None] + np.arange(lanes))
+
+
 def run_kernel(kernel: Kernel, buffers: list[np.ndarray]) -> None:
     """Run `kernel` on its buffers (the inputs, then the output, written in place)."""
     for b, e in zip(buffers, kernel.elements, strict=True):
         assert b.dtype == ELEMENTS[e], (kernel.name, b.dtype, e)
-    _Run(kernel, buffers).block(kernel.body, 0)
+    _Run(kernel, list(buffers)).block(kernel.body, 0)

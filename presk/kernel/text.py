@@ -5,10 +5,11 @@
         …
           %2[i0, i2] = (%2[i0, i2] + (s0 * %1[i1, i2]))
 
-Buffers are `%0, %1, …` (the output last), loop indices `i0, i1, …` in order of
-appearance, values carried by a loop `a0, a1, …`, and values used more than once, or in
-a loop nested deeper than where they are computed, `s0, s1, …`; every other value is
-written inline where it is used.
+Buffers are `%0, %1, …` (the output last), scratch buffers `p0, p1, …`, loop indices
+`i0, i1, …` in order of appearance, values carried by a loop `a0, a1, …`, and values used
+more than once, or in a loop nested deeper than where they are computed, `s0, s1, …`;
+every other value is written inline where it is used. A vector of n lanes reads or
+writes `x[i, j..j+n]`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import math
 
 from mlir import ir
 
-from presk.ir.types import parse_mlir_type
+from presk.kernel.builder import buffer_tensor
 
 _BINARY = {
     "arith.addf": "+",
@@ -27,17 +28,24 @@ _BINARY = {
     "arith.addi": "+",
     "arith.muli": "*",
     "arith.andi": "&&",
+    "arith.divui": "/",
+    "arith.remui": "%",
 }
 _CMPF = {1: "==", 2: ">", 3: ">=", 4: "<", 5: "<="}
 _CMPI = {0: "==", 1: "!=", 2: "<", 3: "<=", 4: ">", 5: ">="}
 
 
 def _buffer(t: ir.Type) -> str:
-    text = str(t)
-    element = text.split("<", 1)[1].split(",", 1)[0].strip()
-    rest = "!psk.real<" + text.split(",", 1)[1]
-    tensor = parse_mlir_type(rest)
+    element, tensor = buffer_tensor(t)
     return element + tensor.text()[1:] if tensor.axes else element
+
+
+def _indices(indices: list[str], t: ir.Type) -> str:
+    """`i, j`, or for a vector of n lanes `i, j..j+n`."""
+    if isinstance(t, ir.VectorType) and indices:
+        *lead, last = indices
+        return ", ".join([*lead, f"{last}..{last}+{t.shape[0]}"])
+    return ", ".join(indices)
 
 
 class _Printer:
@@ -45,7 +53,7 @@ class _Printer:
         self.f = f
         self.names: dict = {}
         self.lines: list[str] = []
-        self.counts = {"i": 0, "a": 0, "s": 0}
+        self.counts = {"i": 0, "a": 0, "s": 0, "p": 0}
 
     def fresh(self, prefix: str) -> str:
         n = self.counts[prefix]
@@ -76,7 +84,7 @@ class _Printer:
             return f"({a[0]} {_CMPI[op.attributes['predicate'].value]} {a[1]})"
         if name == "arith.select":
             return f"({a[0]} ? {a[1]} : {a[2]})"
-        if name in ("arith.sitofp", "arith.index_cast", "arith.extui"):
+        if name in ("arith.sitofp", "arith.index_cast", "arith.extui", "vector.broadcast"):
             return a[0]
         if name == "math.sqrt":
             return f"sqrt({a[0]})"
@@ -85,7 +93,7 @@ class _Printer:
         if name == "psk_kernel.call":
             return f"{op.attributes['fn'].value}({', '.join(a)})"
         if name == "psk_kernel.load":
-            return f"{a[0]}[{', '.join(a[1:])}]"
+            return f"{a[0]}[{_indices(a[1:], op.results[0].type)}]"
         raise AssertionError(f"no text for {name}")
 
     def block(self, block, indent: str) -> None:
@@ -94,7 +102,12 @@ class _Printer:
             name = op.name
             if name == "psk_kernel.store":
                 a = [self.expr(x) for x in op.operands]
-                self.lines.append(f"{indent}{a[1]}[{', '.join(a[2:])}] = {a[0]}")
+                where = _indices(a[2:], op.operands[0].type)
+                self.lines.append(f"{indent}{a[1]}[{where}] = {a[0]}")
+            elif name == "psk_kernel.scratch":
+                p = self.fresh("p")
+                self.names[op.results[0]] = p
+                self.lines.append(f"{indent}{p} = scratch {_buffer(op.results[0].type)}")
             elif name == "scf.for":
                 self.loop(op, indent)
             elif name in ("scf.yield", "func.return", "arith.constant"):

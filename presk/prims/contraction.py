@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from presk.ir.types import Axis, TensorType
-from presk.kernel.nests import Contraction, contraction, default_tile
+from presk.kernel.contraction import Nest, build, default_layout, describe
+from presk.kernel.nests import Contraction
 from presk.prims import exact
 from presk.prims.base import Apply, Prim, TypingError, check_unique_names
 
@@ -187,7 +188,7 @@ def _ein_vjp(e, ins, out, ct, need):
     ]
 
 
-# ---- kernels: every contraction is one nest of presk/kernel/nests.py -------------------
+# ---- kernels: every contraction is one nest of presk/kernel/contraction.py -------------
 
 
 def _spec(name: str, ap: Apply) -> Contraction:
@@ -234,8 +235,12 @@ def _spec(name: str, ap: Apply) -> Contraction:
 
 def _kernel(name: str):
     def lower(kb, ap: Apply) -> None:
-        c = _spec(name, ap)
-        contraction(kb, c, ap.out_type, default_tile(c, ap.out_type, kb.machine.name, name))
+        nest = Nest(_spec(name, ap), ap.out_type)
+        layout = default_layout(nest, kb.machine.name, name)
+        with kb.ctx:  # what the layout passes need to build the nest again
+            kb.func.attributes["psk_kernel.contraction"] = describe(nest, name)
+            kb.func.attributes["psk_kernel.layout"] = layout.attr()
+        build(kb, nest, layout)
 
     return lower
 

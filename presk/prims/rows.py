@@ -14,9 +14,11 @@
 from __future__ import annotations
 
 import numpy as np
+from mlir import ir
 
 from presk.errors import RuntimeDataError
 from presk.ir.types import Axis, TensorType
+from presk.kernel.contraction import Layout
 from presk.kernel.nests import accumulate, aligned_index, loops
 from presk.prims import exact
 from presk.prims.base import (
@@ -234,8 +236,19 @@ def _row_max(kb, n, value, allowed=None):
 
 
 def _softmax_kernel(kb, ap: Apply) -> None:
-    # three passes a row: the maximum, Σ exp(x − m), then exp(x − m) / s (recomputed, so
-    # a bf16 output rounds each result once)
+    layout = Layout(form="three-pass")
+    with kb.ctx:  # what the layout passes need to build the nest again
+        kb.func.attributes["psk_kernel.layout"] = layout.attr()
+        kb.func.attributes["psk_kernel.rows"] = ir.Attribute.parse(
+            f"{{axis = {ap.attrs['axis']} : i64}}"
+        )
+    softmax_nest(kb, ap, layout.form)
+
+
+def softmax_nest(kb, ap: Apply, form: str) -> None:
+    """softmax's nest in one of its forms, both exact: `three-pass` (the maximum, Σ exp(x −
+    m), then exp(x − m) / s, the exponentials computed again) or `two-pass` (the maximum,
+    then each exp(x − m) computed once, kept in a scratch row while summed, and divided)."""
     masked = len(ap.in_types) == 2
     mask_t = ap.in_types[1] if masked else None
 
@@ -252,6 +265,18 @@ def _softmax_kernel(kb, ap: Apply) -> None:
             e = kb.call("exp", kb.sub(value(j), m))
             return kb.select(allowed(j), e, kb.const("0")) if masked else e
 
+        if form == "two-pass":
+            kept = kb.scratch([n])
+
+            def step(j, acc):
+                e = term(j[0])
+                kb.store(e, [j[0]], kept)
+                return [kb.add(acc[0], e)]
+
+            s = accumulate(kb, [n], [kb.const("0")], step)[0]
+            with kb.loop(n) as j:
+                kb.store(kb.div(kb.load(kept, [j]), s), at(o, j))
+            return
         s = accumulate(kb, [n], [kb.const("0")], lambda j, acc: [kb.add(acc[0], term(j[0]))])[0]
         with kb.loop(n) as j:
             kb.store(kb.div(term(j), s), at(o, j))

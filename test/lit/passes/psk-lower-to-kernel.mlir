@@ -5,7 +5,12 @@
 // kernel is a loop nest of scf.for, psk_kernel.load/store and arith.
 // CHECK:      %[[T:.*]] = "psk.tuple_append"(%{{.*}}, %arg1)
 // CHECK-NEXT: "psk_kernel.launch"(%[[T]]) {kernel = @k0.dot, psk.site = "dot_rows/%0"} : (tuple<{{.*}}>) -> !psk.real<array<i64: 2, 2>, ["N", ""]>
-// CHECK:      func.func @k0.dot(%arg0: !psk_kernel.buffer<f64, array<i64: 2, 3>, ["N", ""]>, %arg1: !psk_kernel.buffer<f64, array<i64: 3, 2>, ["", ""]>, %arg2: !psk_kernel.buffer<f64, array<i64: 2, 2>, ["N", ""]>) attributes {psk_kernel.kernel = "dot", psk_kernel.ops = 1 : i64, psk_kernel.type = "f64"}
+// CHECK:      func.func @k0.dot(%arg0: !psk_kernel.buffer<f64, array<i64: 2, 3>, ["N", ""]>, %arg1: !psk_kernel.buffer<f64, array<i64: 3, 2>, ["", ""]>, %arg2: !psk_kernel.buffer<f64, array<i64: 2, 2>, ["N", ""]>)
+// A contraction keeps its nest and its point of the layout space, for the layout passes.
+// CHECK-SAME:   psk_kernel.contraction = {a = ["o0", "k0"], b = ["k0", "o1"], k = array<i64: 3>, kind = "dot"}
+// CHECK-SAME:   psk_kernel.kernel = "dot"
+// CHECK-SAME:   psk_kernel.layout = {form = "rowwise", kblock = 0 : i64, lanes = 1 : i64, order = "IJ", pack = "none", tile = array<i64: 1, 1>}
+// CHECK-SAME:   psk_kernel.ops = 1 : i64, psk_kernel.type = "f64"}
 // CHECK:        scf.for
 // CHECK:        } {psk_kernel.parallel}
 // CHECK:        "psk_kernel.load"(%arg0

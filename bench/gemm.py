@@ -1,0 +1,164 @@
+"""A square product C = A · B in the layout space against numpy's matmul (OpenBLAS).
+
+For n in 512 and 1024, f32 and f64: numpy's time, then each point of a sweep of the
+layout space (register tiles, lanes, packing, k-blocks and orders, split over the
+workers), each exact (the kernel's bits are the default kernel's), timed natively on the
+MLIR backend with --threads workers; the best point, the cost model's pick (`presk
+plan`) and their throughputs against numpy's in the same run. The last line is
+`best/numpy R`, R the best point's throughput over numpy's at 1024³ f32.
+
+    python bench/gemm.py [--threads 2] [--repeat 3] [--sizes 512,1024] [--types f32,f64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from presk import backends, stages  # noqa: E402
+from presk.backends.host import CallContext  # noqa: E402
+from presk.front.bindings import parse_entry  # noqa: E402
+from presk.front.check import check_program  # noqa: E402
+from presk.front.elaborate import elaborate  # noqa: E402
+from presk.front.parser import parse  # noqa: E402
+from presk.ir.context import new_context  # noqa: E402
+from presk.ir.program import read_program  # noqa: E402
+from presk.kernel.contraction import Layout, check, read_nest  # noqa: E402
+from presk.kernel.cost import Target, predict  # noqa: E402
+from presk.kernel.planner import candidates, plan_entry  # noqa: E402
+from presk.kernel.relayout import contraction_kernels  # noqa: E402
+from presk.runtime.values import Tensor  # noqa: E402
+
+PROGRAM = """
+dim M, K, N
+fn gemm(a : ℝ[M, K], b : ℝ[K, N]) -> ℝ[M, N] {
+  a · b
+}
+"""
+SITE = "gemm/%0"
+
+
+def module(n: int):
+    program = parse(PROGRAM, "gemm.psk")
+    check_program(program)
+    e = elaborate(program, parse_entry("gemm"), {"M": n, "K": n, "N": n}, {}, new_context())
+    return stages.core(e.module)
+
+
+def sweep_points(width: int, workers: int) -> list[Layout]:
+    """Register tiles in lanes, with and without packing b, k-blocks and the two orders,
+    over the workers at depth 0; and the default's form."""
+    out = [Layout(tile=(1, 8))]
+    for m in (1, 2, 4):
+        for n in (8, 16, 32, 64):
+            for pack in ("none", "b"):
+                for kblock, orders in ((0, ("IJ", "JI")), (128, ("IJK", "JIK"))):
+                    for order in orders:
+                        out.append(
+                            Layout("tiled", (m, n), kblock, order, width, pack, (0, workers))
+                        )
+    return out
+
+
+def gflops(n: int, seconds: float) -> float:
+    return 2 * n**3 / seconds / 1e9
+
+
+def best_of(call, repeat: int) -> float:
+    runs = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        call()
+        runs.append(time.perf_counter() - start)
+    return min(runs)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--sizes", default="512,1024")
+    ap.add_argument("--types", default="f32,f64")
+    args = ap.parse_args()
+    os.environ.setdefault("PRESK_THREADS", str(args.threads))
+    target = Target.host()
+    ratio = None
+    print(f"{time.strftime('%Y-%m-%d')}, {args.threads} threads, best of {args.repeat} calls")
+    for n in [int(x) for x in args.sizes.split(",")]:
+        for t in args.types.split(","):
+            dtype = np.float32 if t == "f32" else np.float64
+            rng = np.random.default_rng(0)
+            a = rng.standard_normal((n, n)).astype(dtype)
+            b = rng.standard_normal((n, n)).astype(dtype)
+            peer = gflops(n, best_of(lambda a=a, b=b: a @ b, args.repeat))
+            base = module(n)
+            stages.kernel(base, t)
+            nest, _ = read_nest(next(iter(contraction_kernels(base.operation).values())))
+            element = 8 if t == "f64" else 4
+            points = [
+                p
+                for p in sweep_points(target.vector_bytes // element, args.threads)
+                if _fits(nest, p, t)
+            ]
+            pick = min(candidates(nest, t, target), key=lambda p: predict(nest, p, element, target))
+            if pick not in points:
+                points.append(pick)
+            results = []
+            reference = None
+            for layout in points:
+                out, seconds = run(n, t, layout, a, b, args)
+                bits = np.asarray(out).view(np.uint8)
+                reference = bits if reference is None else reference
+                assert np.array_equal(bits, reference), f"{layout} changed the bits"
+                results.append((gflops(n, seconds), layout))
+            results.sort(key=lambda r: -r[0])
+            top, top_layout = results[0]
+            picked = next(g for g, lay in results if lay == pick)
+            print(f"\n{n}³ {t}: numpy {peer:.1f} GFLOP/s; {len(results)} exact points")
+            for g, lay in results[:5]:
+                print(
+                    f"  {g:6.1f} GFLOP/s  {g / peer:5.2f} of numpy  {json.dumps(plan_entry(lay))}"
+                )
+            print(f"  presk plan's pick: {picked:.1f} GFLOP/s ({top / picked:.2f}x from the best)")
+            if n == 1024 and t == "f32":
+                ratio = top / peer
+    if ratio is not None:
+        print(f"best/numpy {ratio:.2f}")
+    return 0
+
+
+def _fits(nest, layout, machine) -> bool:
+    try:
+        check(nest, layout, machine)
+        return True
+    except Exception:  # noqa: BLE001 - a point this nest cannot take
+        return False
+
+
+def run(n: int, t: str, layout: Layout, a, b, args):
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump({"realize": t, "layout": {SITE: plan_entry(layout)}}, f)
+    try:
+        m = module(n)
+        backend = backends.make("mlir", m, realize=t, threads=args.threads, plan=f.name)
+    finally:
+        os.unlink(f.name)
+    types = read_program(m).entry_function.arg_types
+    call_args = [Tensor(types[0], a), Tensor(types[1], b)]
+    out = backend.call(call_args, CallContext())
+    seconds = best_of(lambda: backend.call(call_args, CallContext()), args.repeat)
+    return np.asarray(out.data), seconds
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,47 @@
+"""presk plan: a layout for every contraction nest of an entry, by the cost model."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from presk import stages
+from presk.backends import REALIZATIONS
+from presk.cli.programs import add_program_args, elaborate_args, read_program
+from presk.fileio import write_atomic
+from presk.kernel.cost import Target, milliseconds
+from presk.kernel.planner import choose, plan_entry
+from presk.train.step import add_train_step
+
+HELP = "choose a layout for each contraction nest of an entry with the cost model; write a plan"
+
+
+def configure(p) -> None:
+    add_program_args(p)
+    p.add_argument("--realize", choices=REALIZATIONS, default="f64", help="the machine type")
+    p.add_argument("--train-step", action="store_true", help="plan one training step of the entry")
+    p.add_argument("--out", metavar="P.json", help="write the plan there (default: stdout)")
+
+
+def run(args) -> int:
+    elaborated = elaborate_args(args, read_program(args.file))
+    if args.train_step:
+        add_train_step(elaborated, args.remat)
+    module = elaborated.module
+    stages.kernel(module, args.realize)
+    choices = choose(module.operation, args.realize, Target.host())
+    plan = {"realize": args.realize, "layout": {c.site: plan_entry(c.layout) for c in choices}}
+    text = json.dumps(plan, indent=2) + "\n"
+    if args.out:
+        write_atomic(args.out, text)
+    else:
+        sys.stdout.write(text)
+    out = sys.stderr if not args.out else sys.stdout
+    for c in choices:
+        shape = f"[{', '.join(map(str, c.nest.lead + [c.nest.i, c.nest.j]))}] K={c.nest.k}"
+        print(
+            f"{c.site:<32} {shape:<22} {milliseconds(c.cycles):9.4f} ms predicted "
+            f"({c.default_cycles / c.cycles:.1f}x the default's)",
+            file=out,
+        )
+    return 0

@@ -1,0 +1,262 @@
+"""Moving contraction kernels to other points of the layout space, and plans.
+
+A layout pass changes one field of the `Layout` of the contraction kernels it is given
+(every one, or the nest `nest` names: the site of a launch, `"<function>/%<n>"`), checks
+the new point (E7002) and builds the kernel again at it with the one builder of
+presk/kernel/contraction.py. A kernel that several launches share is copied first when
+only some of them are moved. Runs at the kernel stage.
+
+A plan (`--plan @P.json`) is a realization and a layout for each nest it names:
+
+    {"realize": "f32",
+     "layout": {"Linear.apply/%0": {"form": "tiled", "tile": [4, 16], "kblock": 128,
+                                     "order": "IJK", "lanes": 8, "pack": "b",
+                                     "split": [0, 2]}}}
+
+Fields a nest's entry leaves out keep the kernel's default; `"split": "none"` keeps the
+nest on one worker; `"epilogue": true` folds the bias add after the nest into its kernel
+(presk/kernel/epilogue.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, fields, replace
+
+from mlir import ir
+
+from presk.errors import RealizationError
+from presk.ir.core import python_value, string_attr, walk_ops
+from presk.kernel.builder import KernelBuilder, buffer_tensor
+from presk.kernel.contraction import Epilogue, Layout, build, check, check_rows, read_nest
+from presk.kernel.machine import MACHINES
+from presk.passes import Pass
+from presk.prims.base import Apply
+from presk.prims.rows import softmax_nest
+
+_KEPT = ("psk_kernel.ops", "psk_kernel.contraction", "psk_kernel.rows")
+
+
+@dataclass(frozen=True)
+class LayoutPass(Pass):
+    """A pass moving nests to `change(layout)`: every contraction, or the nest `nest` names."""
+
+    nest: str = ""
+
+    def change(self, layout: Layout) -> Layout:
+        raise NotImplementedError
+
+    def run(self, module) -> None:
+        relayout(module, self.nest, self.change)
+
+
+def contraction_kernels(module) -> dict[str, ir.Operation]:
+    return {
+        string_attr(f, "sym_name"): f
+        for f in walk_ops(module, "func.func")
+        if "psk_kernel.contraction" in f.attributes
+    }
+
+
+def layout_kernels(module) -> dict[str, ir.Operation]:
+    """The kernels with a layout: contractions and softmaxes."""
+    return {
+        string_attr(f, "sym_name"): f
+        for f in walk_ops(module, "func.func")
+        if "psk_kernel.layout" in f.attributes
+    }
+
+
+def _launches(module) -> list[ir.Operation]:
+    return list(walk_ops(module, "psk_kernel.launch"))
+
+
+def relayout(module, nest: str, change: Callable[[Layout], Layout]) -> int:
+    """Move the kernels of `nest` (every contraction if empty) to `change(layout)`; the
+    number moved. A nest no kernel with a layout has is refused (E7001)."""
+    kernels = layout_kernels(module) if nest else contraction_kernels(module)
+    launches = [op for op in _launches(module) if op.attributes["kernel"].value in kernels]
+    if nest:
+        chosen = [op for op in launches if string_attr(op, "psk.site") == nest]
+        if not chosen:
+            known = sorted({string_attr(op, "psk.site") for op in launches})
+            raise RealizationError(
+                f"no contraction or softmax at nest {nest} (nests: {', '.join(known) or 'none'})",
+                code="E7001",
+            )
+        symbols = _own_kernels(module, chosen, launches, kernels)
+    else:
+        symbols = sorted(kernels)
+    current = layout_kernels(module)
+    for symbol in symbols:
+        try:
+            rebuild(current[symbol], change)
+        except RealizationError as e:
+            e.message = f"nest {nest or symbol}: {e.message}"
+            raise
+    return len(symbols)
+
+
+def _own_kernels(module, chosen, launches, kernels) -> list[str]:
+    """The kernels of the `chosen` launches, each copied first if another launch shares it."""
+    out = []
+    for symbol in sorted({op.attributes["kernel"].value for op in chosen}):
+        users = [op for op in launches if op.attributes["kernel"].value == symbol]
+        mine = [op for op in users if op in chosen]
+        if len(mine) == len(users):
+            out.append(symbol)
+            continue
+        copy = kernels[symbol].clone(ip=ir.InsertionPoint.after(kernels[symbol]))
+        name = fresh_symbol(module, symbol)
+        copy.attributes["sym_name"] = ir.StringAttr.get(name, module.context)
+        for op in mine:
+            op.attributes["kernel"] = ir.FlatSymbolRefAttr.get(name, module.context)
+        out.append(name)
+    return out
+
+
+def fresh_symbol(module, symbol: str) -> str:
+    """`symbol`, or `symbol.<n>` if it is taken."""
+    taken = {string_attr(f, "sym_name") for f in walk_ops(module, "func.func")}
+    if symbol not in taken:
+        return symbol
+    n = 1
+    while f"{symbol}.{n}" in taken:
+        n += 1
+    return f"{symbol}.{n}"
+
+
+def rebuild(f: ir.Operation, change: Callable[[Layout], Layout]) -> None:
+    """Build kernel `f` again at `change` of its layout, in its place."""
+    machine = MACHINES[string_attr(f, "psk_kernel.type")]
+    layout = change(Layout.read(f.attributes["psk_kernel.layout"]))
+    buffers = [buffer_tensor(a.type) for a in f.regions[0].blocks[0].arguments]
+    if "psk_kernel.contraction" in f.attributes:
+        nest, kind = read_nest(f)
+        epilogue = epilogue_of(f, buffers)
+        layout = replace(layout, epilogue=epilogue is not None)  # a kernel's own, not a choice
+        new = contraction_kernel(
+            f, string_attr(f, "sym_name"), machine, buffers, nest, kind, layout, epilogue
+        )
+    else:
+        check_rows(layout, buffers[-1][1].rank - 1)
+        kb = _builder(f, string_attr(f, "sym_name"), "softmax", machine, buffers)
+        axis = python_value(f.attributes["psk_kernel.rows"])["axis"]
+        ap = Apply({"axis": axis}, [t for _, t in buffers[:-1]], buffers[-1][1], "")
+        softmax_nest(kb, ap, layout.form)
+        new = _finish(kb, f, layout)
+    new.move_before(f)
+    f.erase()
+
+
+def epilogue_of(f: ir.Operation, buffers: list) -> Epilogue | None:
+    if "psk_kernel.epilogue" not in f.attributes:
+        return None
+    i = python_value(f.attributes["psk_kernel.epilogue"])["input"]
+    return Epilogue(i, buffers[i][1])
+
+
+def contraction_kernel(
+    template: ir.Operation, symbol: str, machine, buffers, nest, kind, layout, epilogue
+) -> ir.Operation:
+    """A contraction kernel `symbol` over `buffers` at `layout`, with `template`'s kept
+    attributes, built beside `template`."""
+    check(nest, layout, machine.name, epilogue)
+    kb = _builder(template, symbol, kind, machine, buffers)
+    build(kb, nest, layout, epilogue)
+    new = _finish(kb, template, layout)
+    if epilogue is not None:
+        with new.context:
+            new.attributes["psk_kernel.epilogue"] = ir.Attribute.parse(
+                f"{{input = {epilogue.buffer} : i64}}"
+            )
+    return new
+
+
+def _builder(template, symbol, kind, machine, buffers) -> KernelBuilder:
+    return KernelBuilder(
+        template.parent.regions[0].blocks[0],
+        symbol,
+        kind,
+        machine,
+        buffers[:-1],
+        buffers[-1],
+        template.location,
+    )
+
+
+def _finish(kb: KernelBuilder, template, layout: Layout) -> ir.Operation:
+    kb.finish()
+    with template.context:
+        for name in _KEPT:
+            if name in template.attributes:
+                kb.func.attributes[name] = template.attributes[name]
+        kb.func.attributes["psk_kernel.layout"] = layout.attr()
+    return kb.func.operation
+
+
+# ---- plans ----
+def read_plan(path: str) -> dict:
+    """A plan file, checked for its shape (E7001 names what is wrong)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            plan = json.load(fh)
+    except OSError as e:
+        raise RealizationError(f"cannot read plan {path}: {e.strerror}", code="E7001") from None
+    except json.JSONDecodeError as e:
+        raise RealizationError(
+            f"{path}:{e.lineno}:{e.colno}: not JSON: {e.msg}", code="E7001"
+        ) from None
+    if not isinstance(plan, dict) or not isinstance(plan.get("layout", {}), dict):
+        raise RealizationError(f"{path}: a plan is an object with a layout object", code="E7001")
+    unknown = sorted(set(plan) - {"realize", "layout"})
+    if unknown:
+        raise RealizationError(f"{path}: unknown field {unknown[0]!r}", code="E7001")
+    return plan
+
+
+_FIELDS = {f.name for f in fields(Layout)}
+
+
+def layout_change(entry: dict, where: str) -> Callable[[Layout], Layout]:
+    """The change a plan's entry for a nest makes to a layout."""
+    if not isinstance(entry, dict):
+        raise RealizationError(f"{where}: a nest's layout is an object", code="E7001")
+    unknown = sorted(set(entry) - _FIELDS)
+    if unknown:
+        known = ", ".join(sorted(_FIELDS))
+        raise RealizationError(
+            f"{where}: unknown layout field {unknown[0]!r} (fields: {known})", code="E7001"
+        )
+    values = {k: v for k, v in entry.items() if k != "epilogue"}  # apply_plan folds it
+    if "tile" in values:
+        values["tile"] = tuple(values["tile"])
+    if "split" in values:
+        values["split"] = None if values["split"] == "none" else tuple(values["split"])
+    return lambda layout: replace(layout, **values)
+
+
+def apply_plan(module, plan: dict, path: str = "plan") -> None:
+    lowered = string_attr(module, "psk_kernel.type")
+    if "realize" in plan and plan["realize"] != lowered:
+        raise RealizationError(
+            f"{path}: the plan realizes {plan['realize']}, the kernels are {lowered}",
+            code="E7001",
+        )
+    from presk.kernel.epilogue import fold_epilogues
+
+    for nest, entry in plan.get("layout", {}).items():
+        change = layout_change(entry, f"{path}: {nest}")
+        if entry.get("epilogue"):
+            fold_epilogues(module, nest)
+        relayout(module, nest, change)
+
+
+def plan_path(arg: str) -> str:
+    """`@P.json` (the seed's spelling) or a bare path."""
+    path = arg[1:] if arg.startswith("@") else arg
+    if not os.path.exists(path):
+        raise RealizationError(f"no plan file {path}", code="E7001")
+    return path

@@ -1,0 +1,218 @@
+"""The layout space changes no bit: every point of four nests (a Linear's dot, with and
+without its bias add folded in, attention's two eins, softmax in its two forms), in f64,
+f32 and bf16, gives the default's bits on the kernel evaluator and natively; some points
+also split at depths 0, 1 and 2 over the machine's workers and half of them. `make test` runs a sample of each nest's points; the whole space is
+`slow` (`make test-all`)."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from presk import stages
+from presk.backends.host import CallContext
+from presk.backends.kernel import KernelBackend
+from presk.backends.mlir import MlirBackend
+from presk.backends.workers import default_threads
+from presk.errors import RealizationError
+from presk.ir.core import string_attr, walk_ops
+from presk.ir.program import read_program
+from presk.kernel.contraction import ROW_FORMS, Layout, check, check_rows, read_nest, space
+from presk.kernel.epilogue import fold_epilogues
+from presk.kernel.machine import MACHINES
+from presk.kernel.relayout import layout_kernels, relayout
+from presk.runtime.values import leaves
+from presk.toolchain import vector_bytes
+from tests.conformance.suite import TYPES, Case, inputs, module_of
+
+LINEAR = Case("Linear", "tests/data/layouts.psk", "Linear{128, 64}.apply", ("B=4",))
+ATTENTION = Case("attention", "tutorial/03_attention.psk", "attention", ("B=1", "T=8"))
+# (case, the kernel kind, which of them in launch order)
+NESTS = {
+    "Linear's dot": (LINEAR, "dot", 0),
+    "attention's q·kᵀ": (ATTENTION, "ein", 0),
+    "attention's p·v": (ATTENTION, "ein", 1),
+    "softmax": (ATTENTION, "softmax", 0),
+}
+SAMPLE = 10
+
+
+def _lowered(case: Case, machine: str):
+    module = module_of(case)
+    stages.kernel(module, machine)
+    return module
+
+
+def _site(module, kind: str, nth: int) -> str:
+    kernels = layout_kernels(module.operation)
+    sites = [
+        string_attr(op, "psk.site")
+        for op in walk_ops(module.operation, "psk_kernel.launch")
+        if op.attributes["kernel"].value in kernels
+        and string_attr(kernels[op.attributes["kernel"].value], "psk_kernel.kernel") == kind
+    ]
+    return sites[nth]
+
+
+def _run(case: Case, machine: str, site: str | None, layout: Layout | None):
+    """The case's output bits on the kernel evaluator and natively, one nest moved."""
+    module = _lowered(case, machine)
+    if layout is not None:
+        if layout.epilogue:
+            fold_epilogues(module.operation, site)
+        relayout(module.operation, site, lambda _old: layout)
+    program = read_program(module)
+    kernel = KernelBackend(program, module, MACHINES[machine]).call(inputs(case), CallContext())
+    stages.affine(module, vector_bytes())
+    native = MlirBackend(program, module, MACHINES[machine], threads=default_threads())
+    return _bits(kernel), _bits(native.call(inputs(case), CallContext()))
+
+
+def _bits(value) -> list[bytes]:
+    return [np.asarray(t.data).tobytes() for _, t in leaves(value)]
+
+
+def _points(name: str, machine: str) -> tuple[str, list[Layout], object]:
+    """The nest's site, every point of its layout space, and the nest (None: a softmax)."""
+    case, kind, nth = NESTS[name]
+    module = _lowered(case, machine)
+    site = _site(module, kind, nth)
+    if kind == "softmax":
+        return site, [Layout(form=form) for form in ROW_FORMS], None
+    symbol = next(
+        op.attributes["kernel"].value
+        for op in walk_ops(module.operation, "psk_kernel.launch")
+        if string_attr(op, "psk.site") == site
+    )
+    nest, _ = read_nest(layout_kernels(module.operation)[symbol])
+    width = vector_bytes() // (8 if machine == "f64" else 4)
+    return site, space(nest, machine, width), nest
+
+
+def _splits(nest, machine: str, layout: Layout) -> list[Layout]:
+    """The layout split at depths 0, 1 and 2 over the workers the nest may take."""
+    cores = default_threads()
+    out = []
+    for depth in (0, 1, 2):
+        for workers in sorted({cores, cores // 2} - {0}):
+            split = replace(layout, split=(depth, workers))
+            try:
+                check(nest, split, machine) if nest else check_rows(split, 3)
+            except RealizationError:
+                continue
+            out.append(split)
+    return out
+
+
+def _assert_exact(name: str, machine: str, points: list[Layout], site: str) -> None:
+    case = NESTS[name][0]
+    default_kernel, default_native = _run(case, machine, None, None)
+    assert default_kernel == default_native, f"{name} {machine}: the default's native bits"
+    for layout in points:
+        kernel, native = _run(case, machine, site, layout)
+        assert kernel == default_kernel, f"{name} {machine}: {layout.text()} on the evaluator"
+        assert native == default_kernel, f"{name} {machine}: {layout.text()} natively"
+
+
+@pytest.mark.parametrize("machine", TYPES)
+@pytest.mark.parametrize("name", list(NESTS))
+def test_a_sample_of_the_layout_space_gives_the_defaults_bits(name, machine):
+    site, points, nest = _points(name, machine)
+    assert points, f"{name} {machine}: no point"
+    sample = random.Random(f"{name}{machine}").sample(points, min(SAMPLE, len(points)))
+    split = [s for p in sample[:2] for s in _splits(nest, machine, p)]
+    if name == "Linear's dot":  # its bias add folded into the product's kernel
+        split += [replace(p, epilogue=True) for p in sample[:4]]
+    _assert_exact(name, machine, sample + split, site)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("machine", TYPES)
+@pytest.mark.parametrize("name", list(NESTS))
+def test_every_point_of_the_layout_space_gives_the_defaults_bits(name, machine):
+    site, points, nest = _points(name, machine)
+    split = [s for p in points[:: max(1, len(points) // 6)] for s in _splits(nest, machine, p)]
+    if name == "Linear's dot":
+        split += [replace(p, epilogue=True) for p in points]
+    _assert_exact(name, machine, points + split, site)
+
+
+DOT = [
+    "tests/data/layouts.psk",
+    "--entry",
+    "dot_big",
+    "--dim",
+    "I=8",
+    "--dim",
+    "K=32",
+    "--dim",
+    "J=16",
+]
+
+
+def test_presk_plan_writes_a_plan_that_changes_no_bit(tmp_path):
+    import json
+
+    from conftest import run_tool
+
+    plan = tmp_path / "plan.json"
+    proc = run_tool("presk", "plan", *DOT, "--realize", "f32", "--out", str(plan))
+    assert proc.returncode == 0, proc.stderr
+    written = json.loads(plan.read_text())
+    assert written["realize"] == "f32" and list(written["layout"]) == ["dot_big/%0"]
+    assert "predicted" in proc.stdout
+    runs = [
+        run_tool(
+            "presk", "run", *DOT, "--backend", "mlir", "--realize", "f32", "--format", "json", *p
+        )
+        for p in ([], ["--plan", f"@{plan}"])
+    ]
+    assert all(r.returncode == 0 for r in runs), [r.stderr for r in runs]
+    assert json.loads(runs[0].stdout)["output"] == json.loads(runs[1].stdout)["output"]
+
+
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("{", "not JSON"),
+        ('{"layout": {"dot_big/%0": {"tile": [3, 16]}}}', "error[E7002]: nest dot_big/%0"),
+        ('{"layout": {"nowhere/%0": {}}}', "no contraction or softmax at nest nowhere/%0"),
+        ('{"plans": {}}', "unknown field 'plans'"),
+    ],
+)
+def test_a_bad_plan_is_refused_in_one_line(tmp_path, text, message):
+    from conftest import assert_user_error, run_tool
+
+    plan = tmp_path / "plan.json"
+    plan.write_text(text)
+    proc = run_tool(
+        "presk", "run", *DOT, "--backend", "kernel", "--realize", "f32", "--plan", f"@{plan}"
+    )
+    first = assert_user_error(proc)
+    assert message in first, first
+
+
+def test_presk_bench_sweep_times_every_point_and_marks_the_plans_pick():
+    from conftest import run_tool
+
+    proc = run_tool(
+        "presk",
+        "bench",
+        *DOT[:-4],
+        "--dim",
+        "K=4",
+        "--dim",
+        "J=8",
+        "--realize",
+        "f64",
+        "--sweep",
+        "--repeat",
+        "1",
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("dot_big/%0: ") and "points" in lines[0]
+    assert sum("<- presk plan" in line for line in lines) == 1
