@@ -5,7 +5,10 @@ none). Leaves the host program — the same functions, calls, folds, records and
 with each primitive (or fusion group) replaced by `psk_kernel.launch` of a kernel: a
 `func.func` over buffers of the machine type `type` (f64, f32 or bf16), built by the
 primitive's `kernel` rule, or, for an elementwise group, one nest computing its members'
-`scalar` rules in registers and storing the root. Kernels are specialised on their
+`scalar` rules in registers and storing the root. A module attribute
+`psk_kernel.storage = {"<site>" = "bf16", …}` (a realization's `storage`) gives a group
+root's kernel another machine type than `type`; a value crossing between kernels of two
+types is converted by the host at the reading kernel's edge. Kernels are specialised on their
 signature (the ops, their attributes and wiring, the buffer types) and shared by every
 launch with that signature. Constants, renames and samples stay on the host.
 """
@@ -19,7 +22,7 @@ from presk.passes import Pass
 
 from presk.errors import UsageError
 from presk.ir.build import Builder, V
-from presk.ir.core import psk_type, site_of, string_attr, walk_ops
+from presk.ir.core import psk_type, python_value, site_of, string_attr, walk_ops
 from presk.ir.types import TensorType
 from presk.kernel.builder import KernelBuilder
 from presk.kernel.machine import MACHINES, Machine, storage_of
@@ -77,16 +80,24 @@ def _groups(block) -> list[Group]:
 
 
 class Lowering:
-    def __init__(self, module, machine: Machine):
+    def __init__(self, module, machine: Machine, storage: dict[str, str]):
         self.module = module
-        self.machine = machine
+        self.default = machine
+        self.storage = storage  # a group root's site -> its machine type, where not the default
         self.body = module.regions[0].blocks[0]
         self.kernels: dict[str, str] = {}  # signature -> symbol
+        self.produced: dict = {}  # a launch's result -> its buffer element type
 
-    def element(self, t: TensorType) -> str:
-        return storage_of(t, self.machine)
+    def element(self, v, machine: Machine) -> str:
+        """The element type a kernel in `machine` reads `v` in: the type the launch that
+        made it stored it (read through widening or rounding loads, no copy), else the
+        kernel's own (the host converts at its edge)."""
+        return self.produced.get(v) or storage_of(psk_type(v), machine)
 
-    def signature(self, g: Group, inputs: list, consts: dict) -> str:
+    def machine_of(self, g: Group) -> Machine:
+        return MACHINES[self.storage.get(site_of(g.root) or "", self.default.name)]
+
+    def signature(self, g: Group, inputs: list, consts: dict, machine: Machine) -> str:
         index = {v: ("in", i) for i, v in enumerate(inputs)}
         index.update({v: ("const", text) for v, text in consts.items()})
         parts = []
@@ -96,23 +107,22 @@ class Lowering:
             prim = by_op(op.name)
             wiring = [index[v] for v in op.operands]
             parts.append((prim.name, sorted(read_attrs(prim, op).items()), wiring))
-        ins = [(self.element(psk_type(v)), psk_type(v)) for v in inputs]
-        return repr((self.machine.name, parts, ins, psk_type(g.root.results[0])))
+        ins = [(self.element(v, machine), psk_type(v)) for v in inputs]
+        return repr((machine.name, parts, ins, psk_type(g.root.results[0])))
 
     def kernel(self, g: Group, inputs: list, consts: dict) -> str:
-        key = self.signature(g, inputs, consts)
+        machine = self.machine_of(g)
+        key = self.signature(g, inputs, consts, machine)
         if key in self.kernels:
             return self.kernels[key]
         root = by_op(g.root.name)
         symbol = f"k{len(self.kernels)}.{root.name}"
         out_t = psk_type(g.root.results[0])
-        buffers = [(self.element(psk_type(v)), psk_type(v)) for v in inputs]
+        buffers = [(self.element(v, machine), psk_type(v)) for v in inputs]
         if root.name == "dropout":  # the mask the host draws comes last
             buffers.append(("i8", out_t.with_kind("bool")))
-        out = (self.element(out_t), out_t)
-        kb = KernelBuilder(
-            self.body, symbol, root.name, self.machine, buffers, out, g.root.location
-        )
+        out = (storage_of(out_t, machine), out_t)
+        kb = KernelBuilder(self.body, symbol, root.name, machine, buffers, out, g.root.location)
         if not g.elementwise:
             op = g.root
             types = [psk_type(v) for v in op.operands]
@@ -171,6 +181,7 @@ class Lowering:
                 if "psk.key" in root.attributes:
                     attrs["psk.key"] = root.attributes["psk.key"]
         new = b.op("psk_kernel.launch", [packed], psk_type(root.results[0]), attrs)
+        self.produced[new.value] = storage_of(psk_type(root.results[0]), self.machine_of(g))
         root.results[0].replace_all_uses_with(new.value)
         for op in reversed(g.ops):
             op.erase()
@@ -188,7 +199,13 @@ class PskLowerToKernel(Pass):
         machine = MACHINES.get(self.type)
         if machine is None:
             raise UsageError(f"psk-lower-to-kernel: type is f64, f32 or bf16, not {self.type!r}")
-        lowering = Lowering(module, machine)
+        storage = {}
+        if "psk_kernel.storage" in module.attributes:  # a realization's types by site
+            storage = python_value(module.attributes["psk_kernel.storage"])
+        for site, name in storage.items():
+            if name not in MACHINES:
+                raise UsageError(f"psk-lower-to-kernel: {site} has type {name!r}")
+        lowering = Lowering(module, machine, storage)
         module.attributes["psk_kernel.type"] = ir.StringAttr.get(machine.name)
         hosts = [
             f for f in walk_ops(module, "func.func") if "psk_kernel.kernel" not in f.attributes

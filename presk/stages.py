@@ -29,11 +29,19 @@ def core(module: ir.Module, remat: str = "store") -> ir.Module:
     return module
 
 
-def kernel(module: ir.Module, machine: str) -> ir.Module:
-    """PSK-Core (its derivatives expanded) lowered to kernels in a machine type, fused.
-    Changes `module` in place and returns it."""
-    text = f"builtin.module(psk-fuse,psk-lower-to-kernel{{type={machine}}},psk-dce,psk-verify)"
+def kernel(module: ir.Module, realize) -> ir.Module:
+    """PSK-Core (its derivatives expanded) lowered to kernels, fused, in the machine type
+    `realize` names (f64, f32, bf16), or a realization's default and, by site, its
+    storage types. Changes `module` in place and returns it."""
+    machine = realize if isinstance(realize, str) else realize.default
+    storage = {} if isinstance(realize, str) else realize.storage
     with module.context:
+        if storage:
+            entries = ", ".join(f'"{site}" = "{t}"' for site, t in sorted(storage.items()))
+            module.operation.attributes["psk_kernel.storage"] = ir.Attribute.parse(
+                "{" + entries + "}"
+            )
+        text = f"builtin.module(psk-fuse,psk-lower-to-kernel{{type={machine}}},psk-dce,psk-verify)"
         build_pass_manager(text, module.context).run(module.operation)
     return module
 

@@ -15,6 +15,7 @@ from presk.backends.host import CallContext, Host
 from presk.ir.program import Op, Program
 from presk.prims import exact
 from presk.prims.base import Apply
+from presk.realize import Realization, realized_args
 from presk.runtime.values import Tensor, Value, map_tensors
 
 
@@ -28,9 +29,10 @@ def to_exact(value: Value) -> Value:
 class Interpreter:
     name = "interp"
 
-    def __init__(self, program: Program, bits: int = 256):
+    def __init__(self, program: Program, bits: int = 256, realization: Realization | None = None):
         self.program = program
         self.bits = bits
+        self.realization = realization or Realization()  # only its parameter types apply
         self.host = Host(program, self._apply)
 
     def _apply(self, op: Op, ins: list[Value], ctx: CallContext, draw) -> Tensor:
@@ -45,6 +47,7 @@ class Interpreter:
         self, args: list[Value], ctx: CallContext | None = None, entry: str | None = None
     ) -> Value:
         """Run the entry (or function `entry`) on `args`, the parameter record first."""
+        args = realized_args(args, self.program, self.realization, entry)
         with exact.context(self.bits):
             args = [to_exact(a) for a in args]
             return self.host.call(entry or self.program.entry, args, ctx or CallContext())

@@ -18,6 +18,7 @@ from presk.kernel.builder import rounded
 from presk.kernel.interp import read_kernel, run_kernel
 from presk.kernel.machine import ELEMENTS, Machine, storage_of, to_storage
 from presk.prims.rows import check_indices
+from presk.realize import Realization, realized_args
 from presk.runtime.values import Tensor, Value, map_tensors
 
 
@@ -34,9 +35,12 @@ def kernels_of(module) -> dict:
 class KernelBackend:
     name = "kernel"
 
-    def __init__(self, program: Program, module, machine: Machine):
+    def __init__(
+        self, program: Program, module, machine: Machine, realization: Realization | None = None
+    ):
         self.program = program
         self.machine = machine
+        self.realization = realization or Realization(default=machine.name)
         self.module = module  # owns the kernel ops below
         self.kernel_ops = kernels_of(module)
         self.kernels: dict = {}  # read on first use
@@ -51,6 +55,7 @@ class KernelBackend:
     def call(
         self, args: list[Value], ctx: CallContext | None = None, entry: str | None = None
     ) -> Value:
+        args = realized_args(args, self.program, self.realization, entry)
         args = [map_tensors(self.storage, a) for a in args]
         return self.host.call(entry or self.program.entry, args, ctx or CallContext())
 

@@ -19,6 +19,7 @@ from presk.backends.schedule import Schedule
 from presk.backends.workers import Workers
 from presk.ir.program import Program
 from presk.kernel.machine import Machine
+from presk.realize import Realization, realized_args
 
 # Below this many scalar operations a launch runs on one thread: handing pieces to the
 # workers costs tens of microseconds.
@@ -49,11 +50,12 @@ class MlirBackend(KernelBackend):
         program: Program,
         module,
         machine: Machine,
+        realization: Realization | None = None,
         threads: int = 1,
         split_work: int = SPLIT_WORK,
         compiler: Compiler | None = None,
     ):
-        super().__init__(program, module, machine)
+        super().__init__(program, module, machine, realization)
         self.workers = Workers(threads)
         self.split_work = split_work
         self.compiler = compiler or shared_compiler()
@@ -65,7 +67,7 @@ class MlirBackend(KernelBackend):
         schedule = self.schedules.get(key)
         if schedule is None:
             schedule = self.schedules[key] = Schedule(self, *key)
-        out = schedule.run(args, ctx)
+        out = schedule.run(realized_args(args, self.program, self.realization, entry), ctx)
         self.launches += schedule.launches
         self.unfused += schedule.unfused
         return out

@@ -2,23 +2,28 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import statistics
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from presk import backends, stages
+from presk import realize as realizations
 from presk.backends.host import CallContext
 from presk.backends.native import Compiler
 from presk.backends.workers import check_threads
 from presk.cli.programs import add_plan_arg, add_program_args, elaborate_args, plan_of, read_program
-from presk.errors import UsageError
+from presk.errors import RealizationError, UsageError
+from presk.ir.core import string_attr, walk_ops
 from presk.ir.program import read_program as read_core
+from presk.kernel.contraction import Layout, check, read_nest
 from presk.kernel.cost import Target, milliseconds, predict
 from presk.kernel.planner import candidates, choose, plan_entry
+from presk.kernel.relayout import contraction_kernels
 from presk.runtime.inputs import arguments, parameters
 from presk.train.loop import Hyper, State, Trainer, zeros_like
 from presk.train.step import SYMBOL, add_train_step
@@ -53,6 +58,11 @@ def configure(p) -> None:
     )
     add_plan_arg(p)
     p.add_argument(
+        "--lanes",
+        action="store_true",
+        help="also time each machine row with every contraction in vector lanes (+lanes rows)",
+    )
+    p.add_argument(
         "--sweep",
         action="store_true",
         help="time every point of one nest's layout space on the mlir backend instead",
@@ -71,17 +81,16 @@ class Row:
     realize: str | None  # None for the reference
     runs: list[float]  # ms
     compile: dict = field(default_factory=dict)
+    variant: str = ""  # "+lanes"
 
     @property
     def median(self) -> float:
         return statistics.median(self.runs)
 
     def label(self, bits: int) -> str:
-        return (
-            f"{self.backend} ({bits} bits)"
-            if self.realize is None
-            else f"{self.backend} {self.realize}"
-        )
+        if self.realize is None:
+            return f"{self.backend} ({bits} bits)"
+        return f"{self.backend} {self.realize}{' ' + self.variant if self.variant else ''}"
 
 
 def _listed(text: str, allowed, flag: str) -> list[str]:
@@ -153,24 +162,63 @@ def run(args) -> int:
     if args.sweep:
         return _sweep(args)
     names = _listed(args.backends, backends.BACKENDS, "--backends")
-    types = _listed(args.realize, backends.REALIZATIONS, "--realize")
+    types = [t.strip() for t in args.realize.split(",") if t.strip()]
+    for t in types:
+        realizations.read(t)  # E7001 before any timing
     threads = check_threads(args.threads) if args.threads is not None else None
     program = read_program(args.file)
     rows = []
     for name in names:
         for realize in [None] if name == "interp" else types:
-            elaborated = elaborate_args(args, program)
-            if args.train_step:
-                add_train_step(elaborated, args.remat)
-            backend = backends.make(
-                name, elaborated.module, args.bits, realize or "f64", threads, plan_of(args)
-            )
-            row = Row(name, realize, _timed(_caller(args, elaborated, backend), args.repeat))
-            if name == "mlir":
-                row.compile = _compile_times(backend)
-            rows.append(row)
+            variants = [("", plan_of(args))]
+            if args.lanes and realize is not None:
+                variants.append(("+lanes", _lanes_plan(args, program, realize)))
+            for variant, plan in variants:
+                elaborated = _elaborated(args, program)
+                backend = backends.make(
+                    name, elaborated.module, args.bits, realize or "f64", threads, plan
+                )
+                runs = _timed(_caller(args, elaborated, backend), args.repeat)
+                row = Row(name, realize, runs, variant=variant)
+                if name == "mlir" and not variant:
+                    row.compile = _compile_times(backend)
+                rows.append(row)
     sys.stdout.write(_json(rows, args) if args.format == "json" else _text(rows, args))
     return 0
+
+
+def _elaborated(args, program):
+    elaborated = elaborate_args(args, program)
+    if args.train_step:
+        add_train_step(elaborated, args.remat)
+    return elaborated
+
+
+def _lanes_plan(args, program, realize: str) -> str:
+    """A plan putting every contraction nest that can take them in vector lanes of the
+    register's width, its other fields the default's (written to a temporary file)."""
+    r = realizations.read(realize)
+    module = stages.kernel(_elaborated(args, program).module, r)
+    width = Target.host().vector_bytes // (8 if r.default == "f64" else 4)
+    kernels = contraction_kernels(module.operation)
+    by_site: dict[str, list] = {}
+    for op in walk_ops(module.operation, "psk_kernel.launch"):
+        if op.attributes["kernel"].value in kernels:
+            f = kernels[op.attributes["kernel"].value]
+            by_site.setdefault(string_attr(op, "psk.site"), []).append(f)
+    layout = {}
+    for site, fs in by_site.items():
+        try:
+            for f in fs:
+                lay = Layout.read(f.attributes["psk_kernel.layout"])
+                check(read_nest(f)[0], replace(lay, lanes=width), string_attr(f, "psk_kernel.type"))
+        except RealizationError:
+            continue
+        layout[site] = {"lanes": width}
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False, prefix="presk-lanes-") as f:
+        json.dump({"layout": layout}, f)
+    atexit.register(Path(f.name).unlink, missing_ok=True)
+    return f.name
 
 
 def _what(args) -> str:
@@ -207,6 +255,7 @@ def _json(rows: list[Row], args) -> str:
     out = {}
     for r in rows:
         key = f"{r.backend}:{r.realize}" if r.backend in several else r.backend
+        key += r.variant
         entry = {"median_ms": r.median, "runs": r.runs}
         entry.update({"bits": args.bits} if r.realize is None else {"realize": r.realize})
         if r.compile:

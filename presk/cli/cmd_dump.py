@@ -5,14 +5,13 @@ from __future__ import annotations
 import sys
 
 from presk import backends, stages
-from presk.backends import REALIZATIONS
 from presk.backends.host import CallContext
 from presk.cli.programs import add_plan_arg, add_program_args, elaborate_args, plan_of, read_program
 from presk.errors import UsageError
 from presk.front.unparse import program as unparse
+from presk.ir.core import python_value
 from presk.ir.core_text import core_text
 from presk.ir.program import read_program as read_core
-from presk.kernel.relayout import apply_plan, read_plan
 from presk.kernel.text import kernel_text
 from presk.runtime.inputs import arguments, parameters
 from presk.toolchain import vector_bytes
@@ -37,8 +36,8 @@ def configure(p) -> None:
     )
     p.add_argument(
         "--realize",
-        choices=REALIZATIONS,
         default="f64",
+        metavar="T|@R.json",
         help="the machine type of the kernels (--stage kernel, affine, llvm; default f64)",
     )
     p.add_argument(
@@ -96,11 +95,8 @@ def lowered_dump(module, stage: str, realize: str, fmt: str, plan: str | None = 
     the kernel stage (`presk dump --stage kernel --format mlir`), for presk-opt. Text
     shows the kernels alone, mlir the whole module (at the affine stage, the host too)."""
     width = vector_bytes()
-    if plan:
-        realize = read_plan(plan).get("realize", realize)
-    stages.kernel(module, realize)
-    if plan:
-        apply_plan(module.operation, read_plan(plan), plan)
+    backends.make("kernel", module, realize=realize, plan=plan)  # lowered, realized, planned
+    realize = python_value(module.operation.attributes["psk_kernel.type"])
     stages.affine(module, width)
     pipelines = [stages.affine_pipeline(width)]
     if stage == "llvm":

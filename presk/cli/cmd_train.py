@@ -6,6 +6,7 @@ import os
 import time
 from dataclasses import asdict
 
+from presk import realize as realizations
 from presk.cli.programs import (
     add_backend_args,
     add_program_args,
@@ -13,7 +14,7 @@ from presk.cli.programs import (
     make_backend,
     read_program,
 )
-from presk.errors import BindingError, UsageError
+from presk.errors import BindingError, RealizationError, UsageError
 from presk.front.bindings import parse_assignments
 from presk.ir.program import read_program as read_core
 from presk.runtime.inputs import parameters
@@ -112,6 +113,13 @@ def _bind_batch(args, program) -> None:
 
 
 def run(args) -> int:
+    realization = realizations.read(args.realize)
+    if realization.params or realization.quant:
+        raise RealizationError(
+            f"--realize {args.realize}: presk train updates every parameter in the backend's "
+            "own type; params and quant are for running a trained model",
+            code="E7002",
+        )
     program = read_program(args.file)
     _bind_batch(args, program)
     data = Windows.load(args.data) if args.data else None

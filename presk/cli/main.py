@@ -13,7 +13,7 @@ from presk import __version__
 from presk.cli.common import ArgParser, run_cli
 
 # The commands, in the order `presk --help` lists them.
-COMMANDS: tuple[str, ...] = ("run", "train", "eval", "data", "dump", "bench", "plan")
+COMMANDS: tuple[str, ...] = ("run", "train", "eval", "data", "dump", "bench", "plan", "quantize")
 
 
 def _parser() -> ArgParser:

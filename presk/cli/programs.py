@@ -75,9 +75,10 @@ def add_backend_args(p, default: str = "interp") -> None:
     p.add_argument("--bits", type=int, default=256, help="precision of the reference (default 256)")
     p.add_argument(
         "--realize",
-        choices=backends.REALIZATIONS,
         default="f64",
-        help="the machine type of the kernel and mlir backends (default f64)",
+        metavar="T|@R.json",
+        help="the realization: a machine type (f64, f32, bf16; default f64) or a record "
+        "(docs/realizations.md)",
     )
     p.add_argument(
         "--threads",

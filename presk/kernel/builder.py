@@ -20,7 +20,7 @@ from mlir.dialects import math as mmath
 
 from presk.constants import const_value
 from presk.ir.types import Axis, TensorType, parse_mlir_type
-from presk.kernel.machine import Machine
+from presk.kernel.machine import Machine, storage_of
 
 
 def buffer_type(element: str, t: TensorType, ctx: ir.Context) -> ir.Type:
@@ -35,6 +35,15 @@ def buffer_parts(t: ir.Type) -> tuple[str, list[int]]:
     element = text.split("<", 1)[1].split(",", 1)[0].strip()
     dims = text.split("array<i64", 1)[1].split(">", 1)[0].lstrip(":")
     return element, [int(d) for d in dims.split(",") if d.strip()]
+
+
+_BITS = {"f64": 64, "f32": 32, "bf16": 16}
+
+
+def _like(x: ir.Value, element: str) -> ir.Type:
+    """The type of `x` (a scalar or a vector) with another element type."""
+    t = ir.Type.parse(element)
+    return ir.VectorType.get(x.type.shape, t) if isinstance(x.type, ir.VectorType) else t
 
 
 def buffer_tensor(t: ir.Type) -> tuple[str, TensorType]:
@@ -163,16 +172,25 @@ class KernelBuilder:
 
     def load(self, buf: int | ir.Value, indices: list[ir.Value], lanes: int = 1) -> ir.Value:
         """Element `indices` of buffer `buf` (an argument's position or a scratch buffer):
-        a real widened to the arithmetic type, an index or mask element as it is (i64, i8);
-        with `lanes` > 1, a vector of that many consecutive elements along the last axis."""
+        a real widened to the arithmetic type, or, from a buffer wider than the kernel's
+        type, rounded to it at the load; an index or mask element as it is (i64, i8); with
+        `lanes` > 1, a vector of that many consecutive elements along the last axis."""
         value, element = self._buffer(buf)
+        real = element in ("f64", "f32", "bf16")
+        own = storage_of(self.types[buf], self.machine) if isinstance(buf, int) else element
+        wider = real and _BITS[element] > _BITS[own]  # another kernel's, rounded at the edge
         with self._at():
-            rtype = self.ftype if element in ("f64", "f32", "bf16") else ir.Type.parse(element)
-            if lanes > 1:
-                rtype = ir.VectorType.get([lanes], rtype)
-            return ir.Operation.create(
-                "psk_kernel.load", results=[rtype], operands=[value, *indices]
+            rtype = ir.Type.parse(element) if not real or wider else self.ftype
+            vtype = ir.VectorType.get([lanes], rtype) if lanes > 1 else rtype
+            x = ir.Operation.create(
+                "psk_kernel.load", results=[vtype], operands=[value, *indices]
             ).result
+            if wider:  # rounded to the kernel's type, and a value reaches bf16 through f32
+                if element == "f64":
+                    x = arith.truncf(_like(x, "f32"), x)
+                if self.machine.name == "bf16":
+                    x = arith.extf(_like(x, "f32"), arith.truncf(_like(x, "bf16"), x))
+            return x
 
     def store(self, value: ir.Value, indices: list[ir.Value], buf: int | ir.Value = -1) -> None:
         """Store a scalar, or a vector's lanes to consecutive elements along the last axis."""

@@ -50,6 +50,7 @@ class Layout:
     pack: str = "none"
     split: tuple[int, int] | None = None  # (depth, workers)
     epilogue: bool = False  # a bias add folded into the kernel (presk/kernel/epilogue.py)
+    partials: int = 1  # a realization's interleaved(P) order: P partial sums (not exact)
 
     def text(self) -> str:
         """The layout as an MLIR dictionary attribute's text."""
@@ -65,6 +66,8 @@ class Layout:
             parts.append(f"split = array<i64: {self.split[0]}, {self.split[1]}>")
         if self.epilogue:
             parts.append("epilogue")
+        if self.partials > 1:
+            parts.append(f"partials = {self.partials} : i64")
         return "{" + ", ".join(parts) + "}"
 
     def attr(self) -> ir.Attribute:
@@ -83,6 +86,7 @@ class Layout:
             d["pack"],
             tuple(split) if split else None,
             "epilogue" in d,
+            d.get("partials", 1),
         )
 
 
@@ -160,6 +164,11 @@ def check(nest: Nest, layout: Layout, machine: str, epilogue: Epilogue | None = 
     def refuse(why: str):
         raise RealizationError(f"layout {layout.text()}: {why}", code="E7002")
 
+    if layout.partials > 1:
+        if layout.form != "tiled" or layout.kblock:
+            refuse("an interleaved order needs the tiled form without a k-block")
+        if nest.k % layout.partials:
+            refuse(f"{layout.partials} interleaved partial sums do not divide K = {nest.k}")
     if layout.lanes > 1 and epilogue is not None:
         m = alignment(epilogue.type, nest.out)
         if m[-1] is not None and m[-1] != epilogue.type.rank - 1:
@@ -353,11 +362,14 @@ class _Tiled:
                 inits,
                 lambda k, a: self._step(kb.iadd(start, k), None, a, idx, rows, cols),
             )
+        elif self.layout.partials > 1:
+            accs = self._interleaved(zero, idx, rows, cols)
         else:
+            n_acc = m * len(cols)
             accs = accumulate(
                 kb,
                 list(nest.c.ksizes),
-                [zero] * (m * len(cols)),
+                [zero] * n_acc,
                 lambda ks, a: self._step(None, ks, a, idx, rows, cols),
             )
         for acc, o in zip(accs, [o for row in outs for o in row], strict=True):
@@ -373,6 +385,27 @@ class _Tiled:
                 last = kb.icmp("eq", idx["K"], kb.index_const(nest.k // self.layout.kblock - 1))
                 total = kb.select(last, total, value)
             kb.store(total, o)
+
+    def _interleaved(self, zero, idx, rows, cols):
+        """P partial sums, partial r over the k ≡ r (mod P) in increasing k, then added in
+        order: the sum reassociated, a realization's order, not a layout."""
+        kb, p = self.kb, self.layout.partials
+        n = len(rows) * len(cols)
+
+        def block(kk, accs):
+            out = []
+            for r in range(p):
+                k = kb.iadd(kb.imul(kk, p), r)
+                out += self._step(k, None, accs[r * n : (r + 1) * n], idx, rows, cols)
+            return out
+
+        partial = kb.reduce(self.nest.k // p, [zero] * (n * p), block)
+        totals = partial[:n]
+        for r in range(1, p):
+            totals = [
+                kb.add(t, x) for t, x in zip(totals, partial[r * n : (r + 1) * n], strict=True)
+            ]
+        return totals
 
     def _step(self, k, ks, accs, idx, rows, cols):
         """One k: every accumulator adds its a·b."""

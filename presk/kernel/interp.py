@@ -19,7 +19,6 @@ import ctypes.util
 import math
 from dataclasses import dataclass, field
 
-import ml_dtypes
 import numpy as np
 from mlir import ir
 
@@ -125,6 +124,9 @@ def read_kernel(f) -> Kernel:
                 k.attrs["lanes"] = _lanes(op.results[0].type)
             elif op.name == "psk_kernel.store":
                 k.attrs["lanes"] = _lanes(op.operands[0].type)
+            elif op.name in ("arith.truncf", "arith.extf"):
+                t = op.results[0].type
+                k.attrs["element"] = str(t.element_type if isinstance(t, ir.VectorType) else t)
             elif op.name == "psk_kernel.scratch":
                 k.attrs["shape"] = buffer_parts(op.results[0].type)[1]
                 scratch = True
@@ -177,7 +179,7 @@ class _Run:
             if name == "psk_kernel.load":
                 buf = self.buffers[a[0][1]]
                 value = buf[_lane_index(a[1:], op.attrs["lanes"])]
-                if buf.dtype == ml_dtypes.bfloat16:  # widened exactly to f32
+                if buf.dtype.itemsize < arith.itemsize:  # widened exactly
                     value = np.asarray(value).astype(arith)
                 env[r] = value
             elif name == "psk_kernel.store":
@@ -228,6 +230,8 @@ class _Run:
                 env[r] = ("buffer", len(self.buffers) - 1)
             elif name == "vector.broadcast":
                 env[r] = np.expand_dims(np.asarray(a[0]), -1)
+            elif name in ("arith.truncf", "arith.extf"):
+                env[r] = np.asarray(a[0]).astype(ELEMENTS[op.attrs["element"]])
             elif name == "arith.divui":
                 env[r] = a[0] // a[1]
             elif name == "arith.remui":

@@ -217,7 +217,8 @@ def read_plan(path: str) -> dict:
     return plan
 
 
-_FIELDS = {f.name for f in fields(Layout)}
+# a plan lays nests out; the order of a sum (partials) is a realization's, not a plan's
+_FIELDS = {f.name for f in fields(Layout)} - {"partials"}
 
 
 def layout_change(entry: dict, where: str) -> Callable[[Layout], Layout]:

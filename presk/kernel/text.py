@@ -86,6 +86,9 @@ class _Printer:
             return f"({a[0]} ? {a[1]} : {a[2]})"
         if name in ("arith.sitofp", "arith.index_cast", "arith.extui", "vector.broadcast"):
             return a[0]
+        if name in ("arith.truncf", "arith.extf"):
+            t = op.results[0].type
+            return f"{t.element_type if isinstance(t, ir.VectorType) else t}({a[0]})"
         if name == "math.sqrt":
             return f"sqrt({a[0]})"
         if name == "math.absf":

@@ -143,15 +143,37 @@ class Gap:
 
 
 @cache
-def machine_output(case: Case, machine: str, backend: str = "kernel"):
-    """The case's output on a machine backend (kernel or mlir) in a machine type."""
-    return backends.make(backend, module_of(case), realize=machine).call(
+def machine_output(case: Case, machine: str, backend: str = "kernel", partials: int = 1):
+    """The case's output on a machine backend (kernel or mlir) in a machine type; with
+    `partials` > 1, every contraction whose K they divide summed in that many
+    interleaved partial sums (the realization order interleaved(P))."""
+    realize = interleaved(case, machine, partials) if partials > 1 else machine
+    return backends.make(backend, module_of(case), realize=realize).call(
         inputs(case), CallContext()
     )
 
 
-def measure(case: Case, machine: str, backend: str = "kernel") -> Gap:
-    out = machine_output(case, machine, backend)
+def interleaved(case: Case, machine: str, partials: int):
+    """The realization summing each contraction of the case in `partials` partial sums."""
+    from presk.ir.core import string_attr, walk_ops
+    from presk.kernel.contraction import read_nest
+    from presk.kernel.relayout import contraction_kernels
+    from presk.realize import Realization
+
+    lowered = stages.kernel(module_of(case), machine)
+    kernels = contraction_kernels(lowered.operation)
+    fits: dict[str, bool] = {}  # a site's every kernel must have a K the partials divide
+    for op in walk_ops(lowered.operation, "psk_kernel.launch"):
+        f = kernels.get(op.attributes["kernel"].value)
+        if f is not None:
+            site = string_attr(op, "psk.site")
+            fits[site] = fits.get(site, True) and read_nest(f)[0].k % partials == 0
+    order = {site: f"interleaved({partials})" for site, ok in fits.items() if ok}
+    return Realization(machine, order=order, spelling=f"interleaved({partials})")
+
+
+def measure(case: Case, machine: str, backend: str = "kernel", partials: int = 1) -> Gap:
+    out = machine_output(case, machine, backend, partials)
     eps, a = BANDS[machine]
     worst = rel = 0.0
     same = True

@@ -1,0 +1,248 @@
+"""Realizations: what the machine backends are allowed to do to a program's numbers.
+
+`--realize f64|f32|bf16` is the uniform realization; `--realize @R.json` a record:
+
+    {"default": "f32",                                  the machine type of every kernel
+     "storage": {"Block.apply/%3": "bf16"},              a kernel's type, by its site
+     "accum":   {"Linear.apply/%0": "f32"},              a sum's type, by site
+     "order":   {"Linear.apply/%0": "interleaved(4)"},   a contraction's order of its sum
+     "envelope": {...},                                  kept for the precision work
+     "params":  {"head": "bf16"},                        a parameter's type, by path
+     "quant":   {"blocks.ff.up.w": {"bits": 8, "over": "Out", "scheme": "absmax"}}}
+
+A uniform spelling means exactly the record with that default and empty maps. A site is
+`"<function>/%<n>"`, the site of a kernel's launch (a fusion group's root); a path is a
+parameter's dotted path. The record is checked in two steps: its shape when read (E7001
+for an unknown field or type), and against the program once lowered (E7001 for an
+unknown site or path, naming the valid ones, a path both typed and quantised, f64 in
+`params`; E7002 for what the kernel and mlir backends cannot honour). The reference
+computes at `--bits` whatever the record says, but takes the values of `params`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+from presk.errors import RealizationError
+
+TYPES = ("f64", "f32", "bf16")
+FIELDS = ("default", "storage", "accum", "order", "envelope", "params", "quant")
+_ORDER = re.compile(r"^(sequential|blocked\((\d+)\)|interleaved\((\d+)\))$")
+
+
+@dataclass(frozen=True)
+class Quant:
+    bits: int  # 8 or 4
+    over: str | int  # the axis the scales are constant along (a name, or a position from the end)
+    scheme: str  # absmax or pow2
+
+
+@dataclass(frozen=True)
+class Realization:
+    default: str = "f64"
+    storage: dict[str, str] = field(default_factory=dict)
+    accum: dict[str, str] = field(default_factory=dict)
+    order: dict[str, str] = field(default_factory=dict)
+    envelope: dict = field(default_factory=dict)
+    params: dict[str, str] = field(default_factory=dict)
+    quant: dict[str, Quant] = field(default_factory=dict)
+    spelling: str = ""  # as the user wrote it: "f32", "@R.json"
+
+    @property
+    def uniform(self) -> bool:
+        return not (self.storage or self.accum or self.order or self.params or self.quant)
+
+    def type_at(self, site: str) -> str:
+        return self.storage.get(site, self.default)
+
+
+def _fail(where: str, why: str):
+    raise RealizationError(f"{where}: {why}", code="E7001")
+
+
+def _type(where: str, value, allowed=TYPES) -> str:
+    if value not in allowed:
+        _fail(where, f"unknown type {value!r} (types: {', '.join(allowed)})")
+    return value
+
+
+def _map(where: str, value) -> dict:
+    if not isinstance(value, dict):
+        _fail(where, "an object mapping names to values")
+    return value
+
+
+def read(arg: str) -> Realization:
+    """`f64`, `f32`, `bf16` or `@R.json`."""
+    if arg in TYPES:
+        return Realization(default=arg, spelling=arg)
+    if not arg.startswith("@"):
+        _fail("--realize", f"{arg!r} is f64, f32, bf16 or @FILE.json")
+    path = arg[1:]
+    try:
+        with open(path, encoding="utf-8") as f:
+            record = json.load(f)
+    except OSError as e:
+        raise RealizationError(f"cannot read {path}: {e.strerror}", code="E7001") from None
+    except json.JSONDecodeError as e:
+        _fail(f"{path}:{e.lineno}:{e.colno}", f"not JSON: {e.msg}")
+    if not isinstance(record, dict):
+        _fail(path, "a realization is a JSON object")
+    unknown = sorted(set(record) - set(FIELDS))
+    if unknown:
+        _fail(path, f"unknown field {unknown[0]!r} (fields: {', '.join(FIELDS)})")
+    storage = {
+        k: _type(f"{path}: storage {k}", v)
+        for k, v in _map(path, record.get("storage", {})).items()
+    }
+    accum = {
+        k: _type(f"{path}: accum {k}", v) for k, v in _map(path, record.get("accum", {})).items()
+    }
+    params = {
+        k: _type(f"{path}: params {k}", v, ("f32", "bf16"))
+        for k, v in _map(path, record.get("params", {})).items()
+    }
+    order = {}
+    for site, text in _map(path, record.get("order", {})).items():
+        m = _ORDER.match(str(text))
+        if m is None or (m.group(2) or m.group(3) or "1") == "0":
+            _fail(f"{path}: order {site}", f"{text!r} is sequential, blocked(W) or interleaved(P)")
+        order[site] = text
+    quant = {}
+    for p, q in _map(path, record.get("quant", {})).items():
+        where = f"{path}: quant {p}"
+        q = _map(where, q)
+        unknown = sorted(set(q) - {"bits", "over", "scheme"})
+        if unknown:
+            _fail(where, f"unknown field {unknown[0]!r} (fields: bits, over, scheme)")
+        if q.get("bits") not in (8, 4):
+            _fail(where, f"bits is 8 or 4, not {q.get('bits')!r}")
+        if q.get("scheme", "absmax") not in ("absmax", "pow2"):
+            _fail(where, f"scheme is absmax or pow2, not {q.get('scheme')!r}")
+        if not isinstance(q.get("over", -1), (str, int)):
+            _fail(where, "over names an axis or gives its position from the end")
+        quant[p] = Quant(q["bits"], q.get("over", -1), q.get("scheme", "absmax"))
+    both = sorted(set(params) & set(quant))
+    if both:
+        _fail(path, f"parameter {both[0]} is both typed (params) and quantised (quant)")
+    return Realization(
+        _type(f"{path}: default", record.get("default", "f64")),
+        storage,
+        accum,
+        order,
+        _map(path, record.get("envelope", {})),
+        params,
+        quant,
+        arg,
+    )
+
+
+def check_paths(r: Realization, paths: list[str]) -> None:
+    """Every path of `params` and `quant` one of the program's parameters (E7001)."""
+    for name, mapping in (("params", r.params), ("quant", r.quant)):
+        for p in mapping:
+            if p not in paths:
+                known = ", ".join(paths) or "none"
+                _fail(f"{r.spelling}: {name}", f"unknown parameter {p!r} (parameters: {known})")
+
+
+def check_sites(r: Realization, sites: list[str], backend: str) -> None:
+    """Every site of `storage`, `accum` and `order` a kernel's (E7001), and what the
+    machine backends cannot honour refused (E7002)."""
+    for name, mapping in (("storage", r.storage), ("accum", r.accum), ("order", r.order)):
+        for s in mapping:
+            if s not in sites:
+                shown = ", ".join(sites[:12]) + (
+                    f", … ({len(sites)} in all)" if len(sites) > 12 else ""
+                )
+                _fail(f"{r.spelling}: {name}", f"unknown site {s!r} (sites: {shown})")
+    if backend == "interp":
+        return
+    for s, t in r.accum.items():
+        arith = {"f64": "f64", "f32": "f32", "bf16": "f32"}[r.type_at(s)]
+        if t != arith:
+            raise RealizationError(
+                f"{r.spelling}: accum {s}: {t} accumulation in a {r.type_at(s)} kernel; the "
+                f"{backend} backend sums in the storage's arithmetic type ({arith}); the "
+                "reference runs it",
+                code="E7002",
+            )
+
+
+def parameter_values(params, r: Realization):
+    """The parameter tree with `params` leaves rounded to their types (a value reaches bf16
+    through f32) and `quant` leaves replaced by their dequantised f32 values, as float64:
+    what every backend runs on."""
+    import numpy as np
+
+    from presk.kernel.machine import to_storage
+    from presk.prims import exact
+    from presk.runtime.values import Tensor, leaves, map_tensors
+
+    if params is None or not (r.params or r.quant):
+        return params
+    paths = iter(p for p, _ in leaves(params))
+
+    def one(t: Tensor) -> Tensor:
+        path = next(paths)
+        if path not in r.params and path not in r.quant:
+            return t
+        data = np.asarray(t.data)
+        data = exact.to_float64(data) if data.dtype == object else data.astype(np.float64)
+        if path in r.params:
+            data = to_storage(data, r.params[path]).astype(np.float64)
+        else:
+            q, s = quantize(data, t.type, r.quant[path])
+            data = dequantize(q, s).astype(np.float64)
+        return Tensor(t.type, data)
+
+    return map_tensors(one, params)
+
+
+def _over(t, over: str | int) -> int:
+    if isinstance(over, str):
+        if over not in t.names:
+            raise RealizationError(
+                f"quant over {over!r}: {t.text()} has no axis of that name", code="E7001"
+            )
+        return t.names.index(over)
+    if not -t.rank <= over < t.rank:
+        raise RealizationError(f"quant over {over}: {t.text()} has {t.rank} axes", code="E7001")
+    return over % t.rank
+
+
+def quantize(w, t, q: Quant):
+    """(integers, f32 scales) of a weight: one scale per index of every axis but `over`,
+    absmax (s = max|w| / (2^(b−1) − 1), rounded to f32) or pow2 (the power of two at or
+    above it); an all-zero channel has scale 0. The integers round half to even."""
+    import numpy as np
+
+    axis = _over(t, q.over)
+    top = 2 ** (q.bits - 1) - 1
+    peak = np.max(np.abs(w), axis=axis, keepdims=True)
+    s = (peak / top).astype(np.float32)
+    if q.scheme == "pow2":
+        with np.errstate(divide="ignore"):
+            s = np.where(s > 0, np.exp2(np.ceil(np.log2(s.astype(np.float64)))), 0).astype(
+                np.float32
+            )
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(s > 0, w / s.astype(np.float64), 0)
+    ints = np.clip(np.rint(ratio), -top, top).astype(np.int8)
+    return ints, s
+
+
+def dequantize(ints, scales):
+    """f32(q) · s, rounded to f32: the values integer weights stand for."""
+    import numpy as np
+
+    return ints.astype(np.float32) * scales
+
+
+def realized_args(args: list, program, r: Realization, entry: str | None) -> list:
+    """A call's arguments with the entry's parameter record (its first) realized."""
+    if (entry and entry != program.entry) or "psk.module" not in program.attrs or not args:
+        return args
+    return [parameter_values(args[0], r), *args[1:]]

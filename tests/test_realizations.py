@@ -1,0 +1,217 @@
+"""Realization records (`--realize @R.json`): their refusals, parameter types, integer
+weights, storage types by site and orders."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from conftest import assert_user_error, run_tool
+
+from presk import backends
+from presk.backends.host import CallContext
+from presk.realize import Quant, dequantize, quantize
+from presk.runtime.values import Tensor, leaves, map_tensors
+from tests.conformance.suite import Case, inputs, module_of
+
+LINEAR = ["tutorial/01_linear.psk", "--entry", "Linear{3, 2}.apply", "--dim", "batch=4"]
+MINIGPT = Case("MiniGPT", "tutorial/05_minigpt.psk", "MiniGPT{64, 16, 2, 2}.apply", ("B=2", "T=8"))
+
+
+def _record(tmp_path, record: dict) -> str:
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(record))
+    return f"@{path}"
+
+
+@pytest.mark.parametrize(
+    "record,code,message",
+    [
+        ({"default": "f16"}, "E7001", "default: unknown type 'f16' (types: f64, f32, bf16)"),
+        ({"defaults": "f32"}, "E7001", "unknown field 'defaults' (fields: default, storage"),
+        ({"params": {"w": "f64"}}, "E7001", "params w: unknown type 'f64' (types: f32, bf16)"),
+        ({"params": {"v": "bf16"}}, "E7001", "unknown parameter 'v' (parameters: w, b)"),
+        (
+            {"params": {"w": "bf16"}, "quant": {"w": {"bits": 8, "over": -1}}},
+            "E7001",
+            "parameter w is both typed (params) and quantised (quant)",
+        ),
+        ({"quant": {"w": {"bits": 6}}}, "E7001", "bits is 8 or 4, not 6"),
+        ({"order": {"Linear.apply/%0": "shuffled"}}, "E7001", "is sequential, blocked(W) or"),
+        ({"storage": {"Linear.apply/%7": "bf16"}}, "E7001", "unknown site 'Linear.apply/%7'"),
+        (
+            {"default": "bf16", "accum": {"Linear.apply/%0": "f64"}},
+            "E7002",
+            "f64 accumulation in a bf16 kernel",
+        ),
+    ],
+)
+def test_a_realization_a_backend_cannot_take_is_refused(tmp_path, record, code, message):
+    proc = run_tool(
+        "presk", "run", *LINEAR, "--backend", "kernel", "--realize", _record(tmp_path, record)
+    )
+    first = assert_user_error(proc, code)
+    assert message in first, first
+
+
+def test_the_reference_runs_an_accumulation_type_the_machine_backends_refuse(tmp_path):
+    record = _record(tmp_path, {"default": "bf16", "accum": {"Linear.apply/%0": "f64"}})
+    proc = run_tool("presk", "run", *LINEAR, "--backend", "interp", "--realize", record)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_presk_train_refuses_parameter_types_and_integer_weights(tmp_path):
+    record = _record(tmp_path, {"params": {"w": "bf16"}})
+    proc = run_tool(
+        "presk", "train", "tests/train/mlp_regression.psk", "--steps", "1", "--realize", record
+    )
+    assert "presk train updates every parameter" in assert_user_error(proc, "E7002")
+
+
+def _bits(value) -> list:
+    """Raw bits of machine numbers; every digit of the reference's exact ones."""
+    out = []
+    for _, t in leaves(value):
+        data = np.asarray(t.data)
+        out.append([repr(x) for x in data.flat] if data.dtype == object else data.tobytes())
+    return out
+
+
+def _run(backend: str, realize, params_change=None, case: Case = MINIGPT, plan=None):
+    args = inputs(case)
+    if params_change is not None:
+        args = [params_change(args[0]), *args[1:]]
+    b = backends.make(backend, module_of(case), realize=realize, plan=plan)
+    return b.call(args, CallContext())
+
+
+def _rounded(record_params: dict, to):
+    def change(params):
+        paths = iter(p for p, _ in leaves(params))
+
+        def one(t):
+            path = next(paths)
+            if path not in record_params:
+                return t
+            return Tensor(t.type, to(path, np.asarray(t.data, dtype=np.float64), t.type))
+
+        return map_tensors(one, params)
+
+    return change
+
+
+PARAMS = {"tok": "bf16", "blocks.ff.up.w": "bf16", "head": "f32"}
+
+
+@pytest.mark.parametrize("backend", ["interp", "kernel", "mlir"])
+def test_parameter_types_give_the_bits_of_parameters_rounded_beforehand(tmp_path, backend):
+    from presk.kernel.machine import to_storage
+    from presk.realize import Realization
+
+    mixed = Realization("f32", storage={}, params=PARAMS, spelling="mixed")
+    typed = _run(backend, mixed)
+    beforehand = _run(
+        backend,
+        Realization("f32", spelling="plain"),
+        _rounded(PARAMS, lambda p, w, t: to_storage(w, PARAMS[p]).astype(np.float64)),
+    )
+    assert _bits(typed) == _bits(beforehand)
+
+
+QUANT = {
+    "blocks.ff.up.w": Quant(8, -1, "absmax"),
+    "blocks.ff.down.w": Quant(4, -2, "absmax"),
+    "tok": Quant(8, 0, "pow2"),
+}
+
+
+@pytest.mark.parametrize("backend", ["kernel", "mlir"])
+@pytest.mark.parametrize("lanes", [False, True])
+def test_integer_weights_give_the_bits_of_their_dequantised_values(backend, lanes, tmp_path):
+    from presk.realize import Realization
+
+    plan = None
+    if lanes:  # every contraction's columns in vector lanes of the machine's width
+        from presk import stages
+        from presk.ir.core import string_attr, walk_ops
+        from presk.kernel.relayout import contraction_kernels
+        from presk.toolchain import vector_bytes
+
+        lowered = stages.kernel(module_of(MINIGPT), "f32")
+        kernels = contraction_kernels(lowered.operation)
+        sites = {
+            string_attr(op, "psk.site")
+            for op in walk_ops(lowered.operation, "psk_kernel.launch")
+            if op.attributes["kernel"].value in kernels
+        }
+        point = {"form": "tiled", "tile": [1, 8], "lanes": vector_bytes() // 4, "pack": "b"}
+        plan = tmp_path / "plan.json"
+        plan.write_text(json.dumps({"layout": {site: point for site in sites}}))
+        plan = str(plan)
+    quantised = _run(backend, Realization("f32", quant=QUANT, spelling="q"), plan=plan)
+
+    def dequantised(path, w, t):
+        q, s = quantize(w, t, QUANT[path])
+        return dequantize(q, s).astype(np.float64)
+
+    plain = _run(backend, Realization("f32", spelling="p"), _rounded(QUANT, dequantised), plan=plan)
+    assert _bits(quantised) == _bits(plain)
+
+
+def test_absmax_and_pow2_scales_and_a_zero_channel():
+    from presk.ir.types import Axis, TensorType
+
+    t = TensorType("real", (Axis("In", 2), Axis("Out", 3)))
+    w = np.array([[1.0, 0.0, -0.5], [-2.0, 0.0, 0.25]])
+    q, s = quantize(w, t, Quant(8, "In", "absmax"))
+    assert s.dtype == np.float32 and s.shape == (1, 3)
+    assert s[0, 1] == 0 and not q[:, 1].any()  # an all-zero channel: scale 0
+    assert s[0, 0] == np.float32(2.0 / 127) and q[1, 0] == -127
+    q4, s4 = quantize(w, t, Quant(4, -2, "pow2"))
+    assert np.all(np.abs(q4) <= 7) and s4[0, 0] == 0.5  # 2/7 → the power of two above: 0.5
+
+
+def test_the_uniform_spelling_is_the_record_with_empty_maps(tmp_path):
+    record = _record(tmp_path, {"default": "f32"})
+    runs = [
+        run_tool("presk", "run", *LINEAR, "--backend", "mlir", "--realize", r, "--format", "json")
+        for r in ("f32", record)
+    ]
+    assert all(r.returncode == 0 for r in runs), [r.stderr for r in runs]
+    assert json.loads(runs[0].stdout)["output"] == json.loads(runs[1].stdout)["output"]
+
+
+def test_storage_by_site_reads_across_types_at_the_kernels_edge(tmp_path):
+    record = _record(tmp_path, {"default": "f32", "storage": {"Linear.apply/%1": "bf16"}})
+    proc = run_tool("presk", "dump", *LINEAR, "--stage", "kernel", "--realize", record)
+    assert proc.returncode == 0, proc.stderr
+    # the bf16 add reads the f32 product rounded at its edge, with no copy
+    assert (
+        "kernel add (%0 : f32[batch: 4, 2], %1 : bf16[2]) -> %2 : bf16[batch: 4, 2]" in proc.stdout
+    )
+    assert "%2[i0, i1] = (f32(bf16(%0[i0, i1])) + %1[i1])" in proc.stdout
+    outs = [
+        run_tool("presk", "run", *LINEAR, "--backend", b, "--realize", record, "--format", "json")
+        for b in ("kernel", "mlir")
+    ]
+    assert json.loads(outs[0].stdout)["output"] == json.loads(outs[1].stdout)["output"]
+
+
+def test_blocked_order_keeps_the_bits_interleaved_changes_them(tmp_path):
+    from presk.realize import Realization
+
+    case = Case("dot", "tests/data/layouts.psk", "dot_big", ("I=4", "K=64", "J=8"))
+    plain = _bits(_run("mlir", Realization("f32", spelling="f32"), case=case))
+    blocked = Realization("f32", order={"dot_big/%0": "blocked(16)"}, spelling="b")
+    interleaved = Realization("f32", order={"dot_big/%0": "interleaved(4)"}, spelling="i")
+    assert _bits(_run("mlir", blocked, case=case)) == plain
+    kernel = _bits(_run("kernel", interleaved, case=case))
+    assert _bits(_run("mlir", interleaved, case=case)) == kernel
+    assert kernel != plain  # four partial sums: another rounding
+
+
+def test_presk_quantize_lists_parameter_paths_and_shapes():
+    proc = run_tool("presk", "quantize", *LINEAR, "--list")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["w", "ℝ[3,", "2]", "6", "b", "ℝ[2]", "2"]
