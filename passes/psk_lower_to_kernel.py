@@ -7,8 +7,10 @@ with each primitive (or fusion group) replaced by `psk_kernel.launch` of a kerne
 primitive's `kernel` rule, or, for an elementwise group, one nest computing its members'
 `scalar` rules in registers and storing the root. A module attribute
 `psk_kernel.storage = {"<site>" = "bf16", …}` (a realization's `storage`) gives a group
-root's kernel another machine type than `type`; a value crossing between kernels of two
-types is converted by the host at the reading kernel's edge. Kernels are specialised on their
+root's kernel another machine type than `type`; a kernel reads another kernel's output in
+the type it was stored in, widening or rounding at the load. `psk_kernel.params =
+{"<path>" = "bf16" | "q8@-2", …}` (a realization's `params` and `quant`) does the same for
+parameters, integer weights dequantised at the load. Kernels are specialised on their
 signature (the ops, their attributes and wiring, the buffer types) and shared by every
 launch with that signature. Constants, renames and samples stay on the host.
 """
@@ -27,6 +29,7 @@ from presk.ir.types import TensorType
 from presk.kernel.builder import KernelBuilder
 from presk.kernel.machine import MACHINES, Machine, storage_of
 from presk.kernel.nests import aligned_index, loops
+from presk.kernel.params import parameter_elements
 from presk.prims import by_op, read_attrs
 from presk.prims.base import Apply
 
@@ -80,19 +83,21 @@ def _groups(block) -> list[Group]:
 
 
 class Lowering:
-    def __init__(self, module, machine: Machine, storage: dict[str, str]):
+    def __init__(self, module, machine: Machine, storage: dict[str, str], params: dict):
         self.module = module
         self.default = machine
         self.storage = storage  # a group root's site -> its machine type, where not the default
         self.body = module.regions[0].blocks[0]
         self.kernels: dict[str, str] = {}  # signature -> symbol
         self.produced: dict = {}  # a launch's result -> its buffer element type
+        self.params = params  # a realized parameter leaf -> its element spelling
 
     def element(self, v, machine: Machine) -> str:
         """The element type a kernel in `machine` reads `v` in: the type the launch that
-        made it stored it (read through widening or rounding loads, no copy), else the
+        made it stored it, or a realized parameter's (`bf16`, `q8@-2`: presk/kernel/params.py),
+        read through widening, rounding or dequantising loads with no copy; else the
         kernel's own (the host converts at its edge)."""
-        return self.produced.get(v) or storage_of(psk_type(v), machine)
+        return self.produced.get(v) or self.params.get(v) or storage_of(psk_type(v), machine)
 
     def machine_of(self, g: Group) -> Machine:
         return MACHINES[self.storage.get(site_of(g.root) or "", self.default.name)]
@@ -205,7 +210,10 @@ class PskLowerToKernel(Pass):
         for site, name in storage.items():
             if name not in MACHINES:
                 raise UsageError(f"psk-lower-to-kernel: {site} has type {name!r}")
-        lowering = Lowering(module, machine, storage)
+        spellings = {}  # a realization's parameter types and integer weights, by path
+        if "psk_kernel.params" in module.attributes:
+            spellings = python_value(module.attributes["psk_kernel.params"])
+        lowering = Lowering(module, machine, storage, parameter_elements(module, spellings))
         module.attributes["psk_kernel.type"] = ir.StringAttr.get(machine.name)
         hosts = [
             f for f in walk_ops(module, "func.func") if "psk_kernel.kernel" not in f.attributes

@@ -171,45 +171,112 @@ def check_sites(r: Realization, sites: list[str], backend: str) -> None:
             )
 
 
-def parameter_values(params, r: Realization):
+def spellings(r: Realization, param_type) -> dict[str, str]:
+    """How kernels read each realized parameter, by path: its type (`bf16`), or for
+    integer weights `q8@-2` (bits, and the axis the scales are constant along, counted
+    from the end)."""
+    from presk.ir.types import leaves
+
+    out = dict(r.params)
+    for path, t in leaves(param_type) if r.quant else ():
+        if path in r.quant:
+            q = r.quant[path]
+            out[path] = f"q{q.bits}@{_over(t, q.over, f'{r.spelling}: quant {path}') - t.rank}"
+    return out
+
+
+def parameter_values(params, r: Realization, native: bool = False):
     """The parameter tree with `params` leaves rounded to their types (a value reaches bf16
-    through f32) and `quant` leaves replaced by their dequantised f32 values, as float64:
-    what every backend runs on."""
+    through f32) and `quant` leaves replaced by integer weights. For the reference
+    (`native` false) every such leaf is float64, integer weights their dequantised f32
+    values; for the machine backends a typed leaf is a buffer of its type and an integer
+    one `Quantized`, which the kernels read as they are."""
     import numpy as np
 
     from presk.kernel.machine import to_storage
     from presk.prims import exact
-    from presk.runtime.values import Tensor, leaves, map_tensors
+    from presk.runtime.values import Tensor, map_leaves
 
     if params is None or not (r.params or r.quant):
         return params
-    paths = iter(p for p, _ in leaves(params))
 
-    def one(t: Tensor) -> Tensor:
-        path = next(paths)
+    def one(path: str, t: Tensor) -> Tensor:
         if path not in r.params and path not in r.quant:
             return t
         data = np.asarray(t.data)
         data = exact.to_float64(data) if data.dtype == object else data.astype(np.float64)
         if path in r.params:
-            data = to_storage(data, r.params[path]).astype(np.float64)
-        else:
-            q, s = quantize(data, t.type, r.quant[path])
-            data = dequantize(q, s).astype(np.float64)
-        return Tensor(t.type, data)
+            data = to_storage(data, r.params[path])
+            return Tensor(t.type, data if native else data.astype(np.float64))
+        q = r.quant[path]
+        ints, scales = quantize(data, t.type, q)
+        over = _over(t.type, q.over) - t.type.rank
+        weights = Quantized(pack(ints) if q.bits == 4 else ints, scales, q.bits, over, data.shape)
+        return Tensor(t.type, weights if native else np.asarray(weights).astype(np.float64))
 
-    return map_tensors(one, params)
+    return map_leaves(one, params)
 
 
-def _over(t, over: str | int) -> int:
+@dataclass(frozen=True)
+class Quantized:
+    """Integer weights as a tensor's data: `ints` (int8; at 4 bits two to a byte along
+    the last axis, the even element in the low nibble), f32 `scales` (the weight's shape
+    with the `over` axis of extent 1) and the weight's `shape`. `np.asarray` gives the
+    values they stand for, so a consumer that cannot read them as they are converts them
+    like any buffer; a leading axis slices off as the host's folds slice a stack."""
+
+    ints: object
+    scales: object
+    bits: int
+    over: int  # the axis the scales are constant along, counted from the end (negative)
+    shape: tuple
+
+    def __array__(self, dtype=None, copy=None):
+        import numpy as np
+
+        ints = unpack(self.ints, self.shape[-1]) if self.bits == 4 else self.ints
+        values = dequantize(ints, self.scales)
+        return values if dtype is None else np.asarray(values, dtype=dtype)
+
+    def __getitem__(self, layer: int) -> Quantized:
+        if self.over == -len(self.shape):
+            raise RealizationError("quant over a stack's layer axis", code="E7001")
+        return Quantized(self.ints[layer], self.scales[layer], self.bits, self.over, self.shape[1:])
+
+
+def pack(ints):
+    """4-bit integers (int8 in −7..7) two to a byte along the last axis, the even element
+    in the low nibble; an odd last extent gets a zero high nibble."""
+    import numpy as np
+
+    if ints.shape[-1] % 2:
+        ints = np.concatenate([ints, np.zeros((*ints.shape[:-1], 1), np.int8)], axis=-1)
+    low, high = ints[..., 0::2], ints[..., 1::2]
+    return ((low & 15) | (high.astype(np.int16) << 4)).astype(np.uint8).view(np.int8)
+
+
+def unpack(packed, n: int):
+    """`pack` undone: the first `n` 4-bit integers of each row, as int8."""
+    import numpy as np
+
+    low = ((packed & 15) ^ 8) - 8
+    high = packed >> 4
+    ints = np.stack([low, high], axis=-1).reshape(*packed.shape[:-1], -1)
+    return ints[..., :n].astype(np.int8)
+
+
+def _over(t, over: str | int, where: str = "quant") -> int:
+    """The position of the axis `over` names in `t` (E7001 if it has none)."""
     if isinstance(over, str):
         if over not in t.names:
+            named = ", ".join(n for n in t.names if n) or "none"
             raise RealizationError(
-                f"quant over {over!r}: {t.text()} has no axis of that name", code="E7001"
+                f"{where}: over {over!r}: {t.text()} has no axis of that name (named: {named})",
+                code="E7001",
             )
         return t.names.index(over)
     if not -t.rank <= over < t.rank:
-        raise RealizationError(f"quant over {over}: {t.text()} has {t.rank} axes", code="E7001")
+        raise RealizationError(f"{where}: over {over}: {t.text()} has {t.rank} axes", code="E7001")
     return over % t.rank
 
 
@@ -241,8 +308,25 @@ def dequantize(ints, scales):
     return ints.astype(np.float32) * scales
 
 
-def realized_args(args: list, program, r: Realization, entry: str | None) -> list:
+def machine_args(args: list, program, r: Realization, entry: str | None, convert) -> list:
+    """A call's arguments for a machine backend: the entry's realized parameters in their
+    own types (or `Quantized`), every other leaf `convert`ed to the kernels' type."""
+    from presk.runtime.values import map_leaves, map_tensors
+
+    realized = realized_args(args, program, r, entry, native=True)
+    if realized is args:
+        return [map_tensors(convert, a) for a in args]
+
+    def own(path, t):
+        return t if path in r.params or path in r.quant else convert(t)
+
+    return [map_leaves(own, realized[0]), *[map_tensors(convert, a) for a in realized[1:]]]
+
+
+def realized_args(
+    args: list, program, r: Realization, entry: str | None, native: bool = False
+) -> list:
     """A call's arguments with the entry's parameter record (its first) realized."""
     if (entry and entry != program.entry) or "psk.module" not in program.attrs or not args:
         return args
-    return [parameter_values(args[0], r), *args[1:]]
+    return [parameter_values(args[0], r, native), *args[1:]]

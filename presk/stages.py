@@ -32,15 +32,23 @@ def core(module: ir.Module, remat: str = "store") -> ir.Module:
 def kernel(module: ir.Module, realize) -> ir.Module:
     """PSK-Core (its derivatives expanded) lowered to kernels, fused, in the machine type
     `realize` names (f64, f32, bf16), or a realization's default and, by site, its
-    storage types. Changes `module` in place and returns it."""
+    storage types and the types its parameters are read in. Changes `module` in place and
+    returns it."""
     machine = realize if isinstance(realize, str) else realize.default
-    storage = {} if isinstance(realize, str) else realize.storage
+    storage, params = {}, {}
+    if not isinstance(realize, str):
+        storage = realize.storage
+        if realize.params or realize.quant:
+            from presk.ir.program import read_program
+            from presk.realize import spellings
+            from presk.runtime.inputs import param_type
+
+            params = spellings(realize, param_type(read_program(module)))
     with module.context:
-        if storage:
-            entries = ", ".join(f'"{site}" = "{t}"' for site, t in sorted(storage.items()))
-            module.operation.attributes["psk_kernel.storage"] = ir.Attribute.parse(
-                "{" + entries + "}"
-            )
+        for name, entries in (("psk_kernel.storage", storage), ("psk_kernel.params", params)):
+            if entries:
+                text = ", ".join(f'"{k}" = "{v}"' for k, v in sorted(entries.items()))
+                module.operation.attributes[name] = ir.Attribute.parse("{" + text + "}")
         text = f"builtin.module(psk-fuse,psk-lower-to-kernel{{type={machine}}},psk-dce,psk-verify)"
         build_pass_manager(text, module.context).run(module.operation)
     return module

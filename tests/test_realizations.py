@@ -12,7 +12,7 @@ from conftest import assert_user_error, run_tool
 from presk import backends
 from presk.backends.host import CallContext
 from presk.realize import Quant, dequantize, quantize
-from presk.runtime.values import Tensor, leaves, map_tensors
+from presk.runtime.values import Tensor, leaves, map_leaves
 from tests.conformance.suite import Case, inputs, module_of
 
 LINEAR = ["tutorial/01_linear.psk", "--entry", "Linear{3, 2}.apply", "--dim", "batch=4"]
@@ -38,6 +38,12 @@ def _record(tmp_path, record: dict) -> str:
             "parameter w is both typed (params) and quantised (quant)",
         ),
         ({"quant": {"w": {"bits": 6}}}, "E7001", "bits is 8 or 4, not 6"),
+        (
+            {"quant": {"w": {"bits": 8, "over": "In"}}},
+            "E7001",
+            "quant w: over 'In': ℝ[3, 2] has no axis of that name (named: none)",
+        ),
+        ({"quant": {"w": {"bits": 8, "over": 2}}}, "E7001", "quant w: over 2: ℝ[3, 2] has 2 axes"),
         ({"order": {"Linear.apply/%0": "shuffled"}}, "E7001", "is sequential, blocked(W) or"),
         ({"storage": {"Linear.apply/%7": "bf16"}}, "E7001", "unknown site 'Linear.apply/%7'"),
         (
@@ -87,21 +93,16 @@ def _run(backend: str, realize, params_change=None, case: Case = MINIGPT, plan=N
 
 
 def _rounded(record_params: dict, to):
-    def change(params):
-        paths = iter(p for p, _ in leaves(params))
+    def one(path, t):
+        if path not in record_params:
+            return t
+        return Tensor(t.type, to(path, np.asarray(t.data, dtype=np.float64), t.type))
 
-        def one(t):
-            path = next(paths)
-            if path not in record_params:
-                return t
-            return Tensor(t.type, to(path, np.asarray(t.data, dtype=np.float64), t.type))
-
-        return map_tensors(one, params)
-
-    return change
+    return lambda params: map_leaves(one, params)
 
 
-PARAMS = {"tok": "bf16", "blocks.ff.up.w": "bf16", "head": "f32"}
+# q is typed but k and v, which the same Proj.apply reads, are not: that kernel reads f32
+PARAMS = {"tok": "bf16", "blocks.ff.up.w": "bf16", "head": "f32", "blocks.attn.q.w": "bf16"}
 
 
 @pytest.mark.parametrize("backend", ["interp", "kernel", "mlir"])
@@ -146,10 +147,22 @@ def test_integer_weights_give_the_bits_of_their_dequantised_values(backend, lane
             if op.attributes["kernel"].value in kernels
         }
         point = {"form": "tiled", "tile": [1, 8], "lanes": vector_bytes() // 4, "pack": "b"}
+        layout = {site: point for site in sites}
+        # the MLP's weights in lanes straight from their int8 buffers, not through a panel
+        layout["Linear.apply/%0"] = {**point, "pack": "none"}
         plan = tmp_path / "plan.json"
-        plan.write_text(json.dumps({"layout": {site: point for site in sites}}))
+        plan.write_text(json.dumps({"layout": layout}))
         plan = str(plan)
-    quantised = _run(backend, Realization("f32", quant=QUANT, spelling="q"), plan=plan)
+    machine = backends.make(
+        backend,
+        module_of(MINIGPT),
+        realize=Realization("f32", quant=QUANT, spelling="q"),
+        plan=plan,
+    )
+    quantised = machine.call(inputs(MINIGPT), CallContext())
+    # the kernels read the integers themselves: 8 bits, and 4 bits two to a byte
+    read = _integer_loads(machine.module)
+    assert {"q4", *(["vector<8xi8>", "vector<4xi8>"] if lanes else ["i8"])} <= read, read
 
     def dequantised(path, w, t):
         q, s = quantize(w, t, QUANT[path])
@@ -157,6 +170,37 @@ def test_integer_weights_give_the_bits_of_their_dequantised_values(backend, lane
 
     plain = _run(backend, Realization("f32", spelling="p"), _rounded(QUANT, dequantised), plan=plan)
     assert _bits(quantised) == _bits(plain)
+
+
+def _integer_loads(module) -> set[str]:
+    """The types integer-weight kernels load int8 in, and `q4` where one unpacks nibbles."""
+    from presk.ir.core import walk_ops
+
+    found = set()
+    for f in walk_ops(module.operation, "func.func"):
+        if "psk_kernel.quant" not in f.attributes:
+            continue
+        for op in walk_ops(f, ""):
+            if op.name.endswith("load") and "i8" in str(op.results[0].type):
+                found.add(str(op.results[0].type))
+            found.update(["q4"] if op.name == "arith.shrsi" else [])
+    return found
+
+
+def test_a_typed_parameter_is_read_in_its_own_type_with_no_copy(tmp_path):
+    record = _record(tmp_path, {"default": "f64", "params": {"w": "bf16", "b": "f32"}})
+    proc = run_tool("presk", "dump", *LINEAR, "--stage", "kernel", "--realize", record)
+    assert proc.returncode == 0, proc.stderr
+    assert "kernel dot (%0 : f64[batch: 4, 3], %1 : bf16[3, 2])" in proc.stdout
+    assert "kernel add (%0 : f64[batch: 4, 2], %1 : f32[2])" in proc.stdout
+    quant = _record(tmp_path, {"default": "f32", "quant": {"w": {"bits": 4, "over": -2}}})
+    proc = run_tool("presk", "dump", *LINEAR, "--stage", "kernel", "--realize", quant)
+    assert proc.returncode == 0, proc.stderr
+    # two 4-bit weights a byte, a scale per column, dequantised at the load
+    assert "kernel dot (%0 : f32[batch: 4, 3], %1 : i8[3, 1], %2 : f32[1, 2])" in proc.stdout
+    assert "(f32((((i3 % 2) != 0) ? (s1 >> 4) : (((s1 & 15) ^ 8) - 8))) * %2[0, i3])" in (
+        proc.stdout
+    )
 
 
 def test_absmax_and_pow2_scales_and_a_zero_channel():

@@ -2,10 +2,11 @@
 the kernel evaluator (presk/kernel/interp.py) in the machine type.
 
 Arguments and parameters are converted to the machine type once, on entry (a real
-reaches bf16 through f32); a kernel's output buffer is a new numpy array (the
-evaluator writes every element before it reads one). Constants, renames and samples
-run on the host. The MLIR backend subclasses this one, running the same launches
-compiled.
+reaches bf16 through f32), but for parameters a realization types or quantises, which
+keep their own buffers and are read as they are (presk/kernel/params.py). A kernel's
+output buffer is a new numpy array (the evaluator writes every element before it reads
+one). Constants, renames and samples run on the host. The MLIR backend subclasses this
+one, running the same launches compiled.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from presk.kernel.builder import rounded
 from presk.kernel.interp import read_kernel, run_kernel
 from presk.kernel.machine import ELEMENTS, Machine, storage_of, to_storage
 from presk.prims.rows import check_indices
-from presk.realize import Realization, realized_args
-from presk.runtime.values import Tensor, Value, map_tensors
+from presk.realize import Realization, machine_args
+from presk.runtime.values import Tensor, Value
 
 
 def kernels_of(module) -> dict:
@@ -55,8 +56,7 @@ class KernelBackend:
     def call(
         self, args: list[Value], ctx: CallContext | None = None, entry: str | None = None
     ) -> Value:
-        args = realized_args(args, self.program, self.realization, entry)
-        args = [map_tensors(self.storage, a) for a in args]
+        args = machine_args(args, self.program, self.realization, entry, self.storage)
         return self.host.call(entry or self.program.entry, args, ctx or CallContext())
 
     # ---- each op the host hands over ----
@@ -84,12 +84,16 @@ class KernelBackend:
             return Tensor(op.type, ins[0].data)  # outside training, dropout is the identity
         name = op.attrs["kernel"]
         k = self.kernel(name)
-        buffers = [to_storage(t.data, e) for t, e in zip(ins, k.elements, strict=False)]
+        buffers = [
+            t.data.ints if i in k.quant else to_storage(t.data, e)
+            for i, (t, e) in enumerate(zip(ins, k.elements, strict=False))
+        ]
         if k.kind in GATHERS:
             check_gathers(k.kind, ins)
         if op.attrs.get("draw") == "dropout":  # kept where a draw is at least the rate
             keep = draw().random(op.type.shape) >= float(op.attrs["rate"])
             buffers.append(keep.astype(np.int8))
+        buffers.extend(ins[i].data.scales for i in sorted(k.quant))  # integer weights' scales
         out = np.empty(op.type.shape, dtype=ELEMENTS[k.elements[-1]])
         if out.dtype.kind == "f":
             out.fill(np.nan)  # every kernel writes its output before reading it

@@ -19,6 +19,7 @@ from presk.backends.schedule import Schedule
 from presk.backends.workers import Workers
 from presk.ir.program import Program
 from presk.kernel.machine import Machine
+from presk.kernel.weights import quant_inputs
 from presk.realize import Realization, realized_args
 
 # Below this many scalar operations a launch runs on one thread: handing pieces to the
@@ -36,6 +37,7 @@ class Compiled:
     work: int
     workers: int  # the workers its layout splits it over, or 0 (the backend's choice)
     native: Native
+    quant: dict  # integer-weight inputs (presk/kernel/weights.py)
 
 
 def _int(f, name: str, default: int | None = None) -> int:
@@ -67,7 +69,7 @@ class MlirBackend(KernelBackend):
         schedule = self.schedules.get(key)
         if schedule is None:
             schedule = self.schedules[key] = Schedule(self, *key)
-        out = schedule.run(realized_args(args, self.program, self.realization, entry), ctx)
+        out = schedule.run(realized_args(args, self.program, self.realization, entry, True), ctx)
         self.launches += schedule.launches
         self.unfused += schedule.unfused
         return out
@@ -86,6 +88,7 @@ class MlirBackend(KernelBackend):
                 _int(f, "psk_kernel.work"),
                 _int(f, "psk_kernel.workers", 0),
                 self.compiler.compile(f, len(elements)),
+                quant_inputs(f),
             )
             self.launched.append(name)
         return self.kernels[name]

@@ -23,6 +23,8 @@ from presk.backends.kernel import GATHERS, check_gathers, sample
 from presk.errors import PreskError
 from presk.ir.types import RecordType, TensorType, TupleType
 from presk.kernel.machine import ELEMENTS, storage_of, to_storage
+from presk.kernel.weights import Weights
+from presk.realize import Quantized, spellings
 from presk.runtime.values import Tensor, Value, build
 
 ALIGN = 64  # bytes: every buffer of the arena starts on a cache line
@@ -78,16 +80,31 @@ class Schedule:
         self.unfused = 0
         fn = backend.program.functions[entry]
         self.arg_types = fn.arg_types
-        self.elements: list[str] = []  # each argument leaf's storage element type
-        args = [build(t, self._argument) for t in fn.arg_types]
+        self.elements: list[str] = []  # each argument leaf's element type, or weights' spelling
+        self.inputs = 0  # the argument arrays (integer weights have two)
+        own = {}  # the realized parameters' spellings, by path
+        program, r = backend.program, backend.realization
+        if entry == program.entry and (r.params or r.quant) and "psk.module" in program.attrs:
+            own = spellings(r, fn.arg_types[0])
+        args = [
+            build(t, lambda path, t, i=i: self._argument(path, t, own if i == 0 else {}))
+            for i, t in enumerate(fn.arg_types)
+        ]
         host = Host(backend.program, self._apply, self._stack)
         self.result = host.call(entry, args, CallContext(training=training))
 
     # ---- tracing ----
-    def _argument(self, path: str, t: TensorType) -> Tensor:
-        element = storage_of(t, self.backend.machine)
+    def _argument(self, path: str, t: TensorType, own: dict[str, str]) -> Tensor:
+        element = own.get(path) or storage_of(t, self.backend.machine)
         self.elements.append(element)
-        return Tensor(t, Buf(len(self.elements), 0, t.shape, ELEMENTS[element]))
+        w = Weights.read(element, t)
+        if w is None:
+            self.inputs += 1
+            return Tensor(t, Buf(self.inputs, 0, t.shape, ELEMENTS[element]))
+        self.inputs += 2
+        ints = Buf(self.inputs - 1, 0, w.stored(t).shape, np.dtype(np.int8))
+        scales = Buf(self.inputs, 0, w.scales(t).shape, np.dtype(np.float32))
+        return Tensor(t, Quantized(ints, scales, w.bits, w.over, t.shape))
 
     def _alloc(self, shape: tuple[int, ...], dtype: np.dtype) -> Buf:
         offset = -(-self.arena // ALIGN) * ALIGN
@@ -97,7 +114,7 @@ class Schedule:
 
     def _const(self, data: np.ndarray) -> Buf:
         self.consts.append(np.ascontiguousarray(data))
-        return Buf(1 + len(self.elements) + len(self.consts) - 1, 0, data.shape, data.dtype)
+        return Buf(self.inputs + len(self.consts), 0, data.shape, data.dtype)
 
     def _host_step(self, op, fn) -> None:
         """A step of host work on data, its errors located at `op`."""
@@ -124,14 +141,14 @@ class Schedule:
         self.steps.append(step)
         return out
 
-    def _converted(self, buf: Buf, element: str, op) -> Buf:
+    def _converted(self, buf: Buf | Quantized, element: str, op) -> Buf:
         dtype = ELEMENTS[element]
-        if buf.dtype == dtype:
+        if isinstance(buf, Buf) and buf.dtype == dtype:
             return buf
         out = self._alloc(buf.shape, dtype)
 
         def convert(arrays, ctx):
-            view(out, arrays)[...] = to_storage(view(buf, arrays), element)
+            view(out, arrays)[...] = to_storage(materialized(buf, arrays), element)
 
         self._host_step(op, convert)
         return out
@@ -157,7 +174,10 @@ class Schedule:
         if dropout and not training:
             return Tensor(op.type, ins[0].data)  # outside training, dropout is the identity
         k = self.backend.kernel(op.attrs["kernel"])
-        bufs = [self._converted(t.data, e, op) for t, e in zip(ins, k.elements, strict=False)]
+        bufs = [
+            t.data.ints if i in k.quant else self._converted(t.data, e, op)
+            for i, (t, e) in enumerate(zip(ins, k.elements, strict=False))
+        ]
         if k.kind in GATHERS:
             checked = [Tensor(t.type, b) for t, b in zip(ins, bufs, strict=False)]
 
@@ -174,6 +194,7 @@ class Schedule:
 
             self._host_step(op, draw_mask)
             bufs.append(mask)
+        bufs.extend(ins[i].data.scales for i in sorted(k.quant))  # integer weights' scales
         out = self._alloc(op.type.shape, ELEMENTS[k.elements[-1]])
         bufs.append(out)
         self.steps.append(self.backend.launch_step(k, [(b.region, b.offset) for b in bufs]))
@@ -184,10 +205,12 @@ class Schedule:
     # ---- replay ----
     def run(self, args: list[Value], ctx: CallContext) -> Value:
         leaves = [t for a, ty in zip(args, self.arg_types, strict=True) for t in flatten(a, ty)]
-        inputs = [
-            np.ascontiguousarray(to_storage(t.data, e))
-            for t, e in zip(leaves, self.elements, strict=True)
-        ]
+        inputs = []
+        for t, e in zip(leaves, self.elements, strict=True):
+            if isinstance(t.data, Quantized):  # as the realization made them
+                inputs.extend([t.data.ints, t.data.scales])
+            else:
+                inputs.append(np.ascontiguousarray(to_storage(t.data, e)))
         arena = np.empty(self.arena + ALIGN, np.uint8)
         pad = -arena.ctypes.data % ALIGN
         arrays = [arena[pad:], *inputs, *self.consts]
@@ -197,9 +220,17 @@ class Schedule:
         return _materialized(self.result, arrays)
 
 
+def materialized(data: Buf | Quantized, arrays: list[np.ndarray]):
+    """The array over a buffer's memory; integer weights as the values they stand for."""
+    if isinstance(data, Quantized):
+        ints, scales = view(data.ints, arrays), view(data.scales, arrays)
+        return np.asarray(Quantized(ints, scales, data.bits, data.over, data.shape))
+    return view(data, arrays)
+
+
 def _materialized(value: Value, arrays: list[np.ndarray]) -> Value:
     if isinstance(value, Tensor):
-        return Tensor(value.type, view(value.data, arrays))
+        return Tensor(value.type, materialized(value.data, arrays))
     if isinstance(value, dict):
         return {k: _materialized(v, arrays) for k, v in value.items()}
     return tuple(_materialized(v, arrays) for v in value)

@@ -43,8 +43,9 @@ def configure(p) -> None:
     p.add_argument(
         "--realize",
         default="f64",
-        metavar="T,…",
-        help="the machine types of the kernel and mlir backends (default f64)",
+        metavar="R,…",
+        help="the realizations to time the kernel and mlir backends under, a row each: "
+        "f64, f32, bf16 or @R.json (default f64)",
     )
     p.add_argument("--bits", type=int, default=256, help="precision of the reference (default 256)")
     p.add_argument(

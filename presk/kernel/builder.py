@@ -21,6 +21,7 @@ from mlir.dialects import math as mmath
 from presk.constants import const_value
 from presk.ir.types import Axis, TensorType, parse_mlir_type
 from presk.kernel.machine import Machine, storage_of
+from presk.kernel.weights import Weights, dequantized, quant_attr
 
 
 def buffer_type(element: str, t: TensorType, ctx: ir.Context) -> ir.Type:
@@ -78,14 +79,26 @@ class KernelBuilder:
         with self.ctx, loc:
             self.ftype = machine.mlir_arith()
             self.index = ir.IndexType.get()
-            types = [buffer_type(e, t, self.ctx) for e, t in [*inputs, output]]
+            # integer weights: an int8 buffer in the input's place, its scales after the inputs
+            self.weights = {
+                i: w for i, (e, t) in enumerate(inputs) if (w := Weights.read(e, t)) is not None
+            }
+            stored = [
+                ("i8", self.weights[i].stored(t)) if i in self.weights else (e, t)
+                for i, (e, t) in enumerate(inputs)
+            ]
+            scales = [("f32", self.weights[i].scales(inputs[i][1])) for i in sorted(self.weights)]
+            types = [buffer_type(e, t, self.ctx) for e, t in [*stored, *scales, output]]
             with ir.InsertionPoint(body):
                 self.func = func.FuncOp(symbol, ir.FunctionType.get(types, []))
             self.func.attributes["psk_kernel.kernel"] = ir.StringAttr.get(kind)
             self.func.attributes["psk_kernel.type"] = ir.StringAttr.get(machine.name)
+            if self.weights:
+                self.func.attributes["psk_kernel.quant"] = quant_attr(self.weights)
             block = self.func.add_entry_block()
         self.args = list(block.arguments)
-        self.ins, self.out = self.args[:-1], self.args[-1]
+        self.ins, self.out = self.args[: len(inputs)], self.args[-1]
+        self.scales = dict(zip(sorted(self.weights), self.args[len(inputs) : -1], strict=True))
         self.elements = [e for e, _ in inputs] + [output[0]]
         self.types = [t for _, t in inputs] + [output[1]]
         self.entry = block
@@ -174,7 +187,13 @@ class KernelBuilder:
         """Element `indices` of buffer `buf` (an argument's position or a scratch buffer):
         a real widened to the arithmetic type, or, from a buffer wider than the kernel's
         type, rounded to it at the load; an index or mask element as it is (i64, i8); with
-        `lanes` > 1, a vector of that many consecutive elements along the last axis."""
+        `lanes` > 1, a vector of that many consecutive elements along the last axis. An
+        integer weight is dequantised (presk/kernel/weights.py) and then read as f32 is."""
+        if isinstance(buf, int) and buf in self.weights:
+            x = dequantized(
+                self, self.weights[buf], self.args[buf], self.scales[buf], indices, lanes
+            )
+            return self.from_f32(x)
         value, element = self._buffer(buf)
         real = element in ("f64", "f32", "bf16")
         own = storage_of(self.types[buf], self.machine) if isinstance(buf, int) else element
@@ -188,8 +207,17 @@ class KernelBuilder:
             if wider:  # rounded to the kernel's type, and a value reaches bf16 through f32
                 if element == "f64":
                     x = arith.truncf(_like(x, "f32"), x)
-                if self.machine.name == "bf16":
-                    x = arith.extf(_like(x, "f32"), arith.truncf(_like(x, "bf16"), x))
+                return self.from_f32(x)
+            return x
+
+    def from_f32(self, x: ir.Value) -> ir.Value:
+        """An f32 value (scalar or vector) in the arithmetic type: widened exactly (f64), as
+        it is (f32), or rounded to bf16 and back (a bf16 kernel's operands are bf16)."""
+        with self._at():
+            if self.machine.name == "f64":
+                return arith.extf(_like(x, "f64"), x)
+            if self.machine.name == "bf16":
+                return arith.extf(_like(x, "f32"), arith.truncf(_like(x, "bf16"), x))
             return x
 
     def store(self, value: ir.Value, indices: list[ir.Value], buf: int | ir.Value = -1) -> None:

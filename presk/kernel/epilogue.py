@@ -18,10 +18,10 @@ from mlir import ir
 from presk.errors import RealizationError
 from presk.ir.build import Builder, V
 from presk.ir.core import psk_type, string_attr, walk_ops
-from presk.kernel.builder import buffer_tensor
 from presk.kernel.contraction import Epilogue, Layout, read_nest
 from presk.kernel.machine import MACHINES
 from presk.kernel.relayout import contraction_kernel, contraction_kernels, fresh_symbol
+from presk.kernel.weights import kernel_buffers
 
 
 def _tuple_items(v: ir.Value) -> list[tuple[ir.Value, ir.Operation]] | None:
@@ -102,9 +102,9 @@ def bias_add(module, first):
 def _fold(module, first, second, bias, kernel) -> None:
     machine = MACHINES[string_attr(kernel, "psk_kernel.type")]
     nest, kind = read_nest(kernel)
-    buffers = [buffer_tensor(a.type) for a in kernel.regions[0].blocks[0].arguments]
+    buffers = kernel_buffers(kernel)
     add = _kernels(module)[second.attributes["kernel"].value]
-    add_buffers = [buffer_tensor(a.type) for a in add.regions[0].blocks[0].arguments]
+    add_buffers = kernel_buffers(add)
     bias_buffer = next(b for b in add_buffers[:-1] if b[1] == psk_type(bias))
     buffers = [*buffers[:-1], bias_buffer, add_buffers[-1]]
     layout = replace(Layout.read(kernel.attributes["psk_kernel.layout"]), epilogue=True)

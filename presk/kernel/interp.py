@@ -24,6 +24,7 @@ from mlir import ir
 
 from presk.kernel.builder import buffer_parts
 from presk.kernel.machine import ELEMENTS
+from presk.kernel.weights import quant_inputs
 
 _LIBM = ctypes.CDLL(ctypes.util.find_library("m"))
 
@@ -83,6 +84,7 @@ class Kernel:
     body: list[KOp]
     depth: int  # the deepest nesting of parallel loops
     ops: int = 1  # the PSK-Core ops it computes (more than one for a fusion group)
+    quant: dict = field(default_factory=dict)  # integer-weight inputs (presk/kernel/weights.py)
 
 
 _PREDICATES = {1: "eq", 2: "gt", 3: "ge", 4: "lt", 5: "le"}
@@ -111,6 +113,11 @@ def read_kernel(f) -> Kernel:
         for op in block.operations:
             op = op.operation
             k = KOp(op.name, [vid(v) for v in op.operands], [vid(r) for r in op.results])
+            if op.results:  # the element type of a real result: conversions and mulf use it
+                t = op.results[0].type
+                element = str(t.element_type if isinstance(t, ir.VectorType) else t)
+                if element in ELEMENTS:
+                    k.attrs["element"] = element
             if op.name == "arith.constant":
                 attr = op.attributes["value"]
                 k.attrs["value"] = attr.value if hasattr(attr, "value") else float(attr)
@@ -124,9 +131,8 @@ def read_kernel(f) -> Kernel:
                 k.attrs["lanes"] = _lanes(op.results[0].type)
             elif op.name == "psk_kernel.store":
                 k.attrs["lanes"] = _lanes(op.operands[0].type)
-            elif op.name in ("arith.truncf", "arith.extf"):
-                t = op.results[0].type
-                k.attrs["element"] = str(t.element_type if isinstance(t, ir.VectorType) else t)
+            elif op.name == "vector.shuffle":
+                k.attrs["mask"] = list(ir.DenseI64ArrayAttr(op.attributes["mask"]))
             elif op.name == "psk_kernel.scratch":
                 k.attrs["shape"] = buffer_parts(op.results[0].type)[1]
                 scratch = True
@@ -153,7 +159,7 @@ def read_kernel(f) -> Kernel:
     arith = np.dtype(np.float64) if machine == "f64" else np.dtype(np.float32)
     name = ir.StringAttr(f.attributes["sym_name"]).value
     ops = f.attributes["psk_kernel.ops"].value if "psk_kernel.ops" in f.attributes else 1
-    return Kernel(name, kind, arith, args, elements, body, depth, ops)
+    return Kernel(name, kind, arith, args, elements, body, depth, ops, quant_inputs(f))
 
 
 class _Run:
@@ -179,7 +185,7 @@ class _Run:
             if name == "psk_kernel.load":
                 buf = self.buffers[a[0][1]]
                 value = buf[_lane_index(a[1:], op.attrs["lanes"])]
-                if buf.dtype.itemsize < arith.itemsize:  # widened exactly
+                if buf.dtype.kind == "f" and buf.dtype.itemsize < arith.itemsize:  # widened
                     value = np.asarray(value).astype(arith)
                 env[r] = value
             elif name == "psk_kernel.store":
@@ -203,8 +209,8 @@ class _Run:
                 env[r] = np.add(a[0], a[1], dtype=arith)
             elif name == "arith.subf":
                 env[r] = np.subtract(a[0], a[1], dtype=arith)
-            elif name == "arith.mulf":
-                env[r] = np.multiply(a[0], a[1], dtype=arith)
+            elif name == "arith.mulf":  # in f32 in an f64 kernel, dequantising a weight
+                env[r] = np.multiply(a[0], a[1], dtype=ELEMENTS[op.attrs["element"]])
             elif name == "arith.divf":
                 with np.errstate(divide="ignore", invalid="ignore"):
                     env[r] = np.divide(a[0], a[1], dtype=arith)
@@ -224,7 +230,16 @@ class _Run:
             elif name == "arith.select":
                 env[r] = np.where(a[0], a[1], a[2])
             elif name == "arith.andi":
-                env[r] = np.logical_and(a[0], a[1])
+                env[r] = np.bitwise_and(a[0], a[1])
+            elif name == "arith.xori":
+                env[r] = np.bitwise_xor(a[0], a[1])
+            elif name == "arith.subi":
+                env[r] = np.subtract(a[0], a[1])
+            elif name == "arith.shrsi":
+                env[r] = np.right_shift(a[0], a[1])
+            elif name == "vector.shuffle":  # lanes of the two operands, picked by the mask
+                both = np.concatenate(np.broadcast_arrays(a[0], a[1]), axis=-1)
+                env[r] = both[..., op.attrs["mask"]]
             elif name == "psk_kernel.scratch":
                 self.buffers.append(np.full(op.attrs["shape"], np.nan, dtype=arith))
                 env[r] = ("buffer", len(self.buffers) - 1)
@@ -241,7 +256,7 @@ class _Run:
             elif name == "arith.muli":
                 env[r] = a[0] * a[1]
             elif name == "arith.sitofp":
-                env[r] = np.asarray(a[0]).astype(arith)
+                env[r] = np.asarray(a[0]).astype(ELEMENTS[op.attrs["element"]])
             elif name == "arith.index_cast":
                 env[r] = np.asarray(a[0]).astype(np.int64) if np.ndim(a[0]) else int(a[0])
             elif name == "arith.extui":

@@ -29,9 +29,10 @@ from mlir import ir
 
 from presk.errors import RealizationError
 from presk.ir.core import python_value, string_attr, walk_ops
-from presk.kernel.builder import KernelBuilder, buffer_tensor
+from presk.kernel.builder import KernelBuilder
 from presk.kernel.contraction import Epilogue, Layout, build, check, check_rows, read_nest
 from presk.kernel.machine import MACHINES
+from presk.kernel.weights import kernel_buffers
 from presk.passes import Pass
 from presk.prims.base import Apply
 from presk.prims.rows import softmax_nest
@@ -132,7 +133,7 @@ def rebuild(f: ir.Operation, change: Callable[[Layout], Layout]) -> None:
     """Build kernel `f` again at `change` of its layout, in its place."""
     machine = MACHINES[string_attr(f, "psk_kernel.type")]
     layout = change(Layout.read(f.attributes["psk_kernel.layout"]))
-    buffers = [buffer_tensor(a.type) for a in f.regions[0].blocks[0].arguments]
+    buffers = kernel_buffers(f)
     if "psk_kernel.contraction" in f.attributes:
         nest, kind = read_nest(f)
         epilogue = epilogue_of(f, buffers)

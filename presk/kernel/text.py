@@ -27,7 +27,10 @@ _BINARY = {
     "arith.divf": "/",
     "arith.addi": "+",
     "arith.muli": "*",
-    "arith.andi": "&&",
+    "arith.andi": "&",
+    "arith.xori": "^",
+    "arith.subi": "-",
+    "arith.shrsi": ">>",
     "arith.divui": "/",
     "arith.remui": "%",
 }
@@ -74,8 +77,12 @@ class _Printer:
                     return f"{value:.9g}"
                 return str(int(value))
             return str(value)
+        if name == "arith.andi" and str(op.operands[0].type) == "i1":
+            return f"({a[0]} && {a[1]})"
         if name in _BINARY:
             return f"({a[0]} {_BINARY[name]} {a[1]})"
+        if name == "vector.shuffle":  # the nibbles of packed 4-bit weights, low then high
+            return f"interleave({a[0]}, {a[1]})"
         if name == "arith.negf":
             return f"-{a[0]}"
         if name == "arith.cmpf":
@@ -84,6 +91,8 @@ class _Printer:
             return f"({a[0]} {_CMPI[op.attributes['predicate'].value]} {a[1]})"
         if name == "arith.select":
             return f"({a[0]} ? {a[1]} : {a[2]})"
+        if name == "arith.sitofp" and "i8" in str(op.operands[0].type):  # an integer weight
+            return f"f32({a[0]})"
         if name in ("arith.sitofp", "arith.index_cast", "arith.extui", "vector.broadcast"):
             return a[0]
         if name in ("arith.truncf", "arith.extf"):

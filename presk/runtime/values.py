@@ -40,6 +40,15 @@ def leaves(value: Value, prefix: str = "") -> list[tuple[str, Tensor]]:
     return out
 
 
+def map_leaves(fn: Callable[[str, Tensor], Tensor], value: Value, prefix: str = "") -> Value:
+    """`value` with each tensor replaced by `fn(its dotted path, it)`."""
+    if isinstance(value, Tensor):
+        return fn(prefix, value)
+    items = value.items() if isinstance(value, dict) else enumerate(value)
+    done = {k: map_leaves(fn, v, f"{prefix}.{k}" if prefix else str(k)) for k, v in items}
+    return done if isinstance(value, dict) else tuple(done.values())
+
+
 def map_tensors(fn: Callable[[Tensor], Tensor], value: Value) -> Value:
     if isinstance(value, Tensor):
         return fn(value)
