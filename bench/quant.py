@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from presk import backends, stages  # noqa: E402
-from presk.cli.cmd_bench import _caller  # noqa: E402
+from presk.cli.cmd_bench import _caller, _timed  # noqa: E402
 from presk.cli.programs import elaborate_args, read_program  # noqa: E402
 from presk.kernel.cost import Target  # noqa: E402
 from presk.kernel.planner import choose, plan_entry  # noqa: E402
@@ -40,13 +40,7 @@ WEIGHTS = {
 
 
 def _median_ms(call, repeat: int) -> float:
-    call()  # compiles and traces: not timed
-    runs = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        call()
-        runs.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(runs)
+    return statistics.median(_timed(call, repeat))
 
 
 def _plan(args, program, realization) -> str:

@@ -74,6 +74,17 @@ def _map(where: str, value) -> dict:
     return value
 
 
+def read_json(path: str, what: str):
+    """A JSON file's value; E7001 if it cannot be read or is not JSON (`what`: "plan ")."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except OSError as e:
+        raise RealizationError(f"cannot read {what}{path}: {e.strerror}", code="E7001") from None
+    except json.JSONDecodeError as e:
+        _fail(f"{path}:{e.lineno}:{e.colno}", f"not JSON: {e.msg}")
+
+
 def read(arg: str) -> Realization:
     """`f64`, `f32`, `bf16` or `@R.json`."""
     if arg in TYPES:
@@ -81,13 +92,7 @@ def read(arg: str) -> Realization:
     if not arg.startswith("@"):
         _fail("--realize", f"{arg!r} is f64, f32, bf16 or @FILE.json")
     path = arg[1:]
-    try:
-        with open(path, encoding="utf-8") as f:
-            record = json.load(f)
-    except OSError as e:
-        raise RealizationError(f"cannot read {path}: {e.strerror}", code="E7001") from None
-    except json.JSONDecodeError as e:
-        _fail(f"{path}:{e.lineno}:{e.colno}", f"not JSON: {e.msg}")
+    record = read_json(path, "")
     if not isinstance(record, dict):
         _fail(path, "a realization is a JSON object")
     unknown = sorted(set(record) - set(FIELDS))

@@ -187,6 +187,27 @@ def _integer_loads(module) -> set[str]:
     return found
 
 
+@pytest.mark.parametrize("backend", ["kernel", "mlir"])
+@pytest.mark.parametrize("default", ["f64", "bf16"])
+def test_typed_and_integer_weights_in_f64_and_bf16_kernels(backend, default):
+    from presk.kernel.machine import to_storage
+    from presk.realize import Realization
+
+    # b drawn too (it starts at zero), so rounding it to f32 changes it
+    case = Case("Linear", LINEAR[0], LINEAR[2], ("batch=4",), drawn=True)
+    quant = {"w": Quant(4, -1, "absmax")}
+    realized = Realization(default, params={"b": "f32"}, quant=quant, spelling="r")
+
+    def beforehand(path, w, t):
+        if path == "b":
+            return to_storage(w, "f32").astype(np.float64)
+        return dequantize(*quantize(w, t, quant[path])).astype(np.float64)
+
+    plain = Realization(default, spelling="p")
+    expected = _run(backend, plain, _rounded({"w": 0, "b": 0}, beforehand), case=case)
+    assert _bits(_run(backend, realized, case=case)) == _bits(expected)
+
+
 def test_a_typed_parameter_is_read_in_its_own_type_with_no_copy(tmp_path):
     record = _record(tmp_path, {"default": "f64", "params": {"w": "bf16", "b": "f32"}})
     proc = run_tool("presk", "dump", *LINEAR, "--stage", "kernel", "--realize", record)

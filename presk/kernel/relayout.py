@@ -20,7 +20,6 @@ nest on one worker; `"epilogue": true` folds the bias add after the nest into it
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
@@ -36,6 +35,7 @@ from presk.kernel.weights import kernel_buffers
 from presk.passes import Pass
 from presk.prims.base import Apply
 from presk.prims.rows import softmax_nest
+from presk.realize import read_json
 
 _KEPT = ("psk_kernel.ops", "psk_kernel.contraction", "psk_kernel.rows")
 
@@ -201,15 +201,7 @@ def _finish(kb: KernelBuilder, template, layout: Layout) -> ir.Operation:
 # ---- plans ----
 def read_plan(path: str) -> dict:
     """A plan file, checked for its shape (E7001 names what is wrong)."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            plan = json.load(fh)
-    except OSError as e:
-        raise RealizationError(f"cannot read plan {path}: {e.strerror}", code="E7001") from None
-    except json.JSONDecodeError as e:
-        raise RealizationError(
-            f"{path}:{e.lineno}:{e.colno}: not JSON: {e.msg}", code="E7001"
-        ) from None
+    plan = read_json(path, "plan ")
     if not isinstance(plan, dict) or not isinstance(plan.get("layout", {}), dict):
         raise RealizationError(f"{path}: a plan is an object with a layout object", code="E7001")
     unknown = sorted(set(plan) - {"realize", "layout"})
