@@ -224,6 +224,16 @@ def test_a_typed_parameter_is_read_in_its_own_type_with_no_copy(tmp_path):
     )
 
 
+def test_parameters_realized_once_are_not_realized_again():
+    from presk.realize import Realization, parameter_values
+
+    r = Realization("f32", params={"head": "bf16"}, quant={"tok": Quant(4, -1, "absmax")})
+    once = parameter_values(inputs(MINIGPT)[0], r, native=True)
+    twice = parameter_values(once, r, native=True)
+    assert twice["tok"].data is once["tok"].data  # the same integers, not requantised
+    assert twice["head"].data is once["head"].data  # already bf16: no copy
+
+
 def test_absmax_and_pow2_scales_and_a_zero_channel():
     from presk.ir.types import Axis, TensorType
 

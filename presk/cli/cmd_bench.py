@@ -106,6 +106,8 @@ def _caller(args, elaborated, backend):
     """A function making one call of what is timed, on `backend`."""
     core = read_core(elaborated.module)
     params = parameters(core, args.seed, None)
+    if backend.name != "interp" and params is not None:  # typed and quantised once, untimed
+        params = realizations.parameter_values(params, backend.realization, native=True)
     if not args.train_step:
         call_args = ([params] if params is not None else []) + arguments(core, args.seed, None)
         ctx = CallContext(seed=args.seed)
