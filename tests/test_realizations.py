@@ -249,12 +249,15 @@ def test_absmax_and_pow2_scales_and_a_zero_channel():
 
 def test_the_uniform_spelling_is_the_record_with_empty_maps(tmp_path):
     record = _record(tmp_path, {"default": "f32"})
+    budget = tmp_path / "envelope.json"  # an envelope is kept, and changes no bit
+    budget.write_text(json.dumps({"default": "f32", "envelope": {"rel_error": 0.001}}))
     runs = [
         run_tool("presk", "run", *LINEAR, "--backend", "mlir", "--realize", r, "--format", "json")
-        for r in ("f32", record)
+        for r in ("f32", record, f"@{budget}")
     ]
     assert all(r.returncode == 0 for r in runs), [r.stderr for r in runs]
-    assert json.loads(runs[0].stdout)["output"] == json.loads(runs[1].stdout)["output"]
+    outputs = [json.loads(r.stdout)["output"] for r in runs]
+    assert outputs[0] == outputs[1] == outputs[2]
 
 
 def test_storage_by_site_reads_across_types_at_the_kernels_edge(tmp_path):
