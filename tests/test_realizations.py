@@ -208,6 +208,32 @@ def test_typed_and_integer_weights_in_f64_and_bf16_kernels(backend, default):
     assert _bits(_run(backend, realized, case=case)) == _bits(expected)
 
 
+def test_a_kernel_shared_by_parameters_of_two_types_reads_its_own():
+    from presk import stages
+    from presk.ir.core import string_attr, walk_ops
+    from presk.kernel.builder import buffer_tensor
+    from presk.realize import Realization
+
+    module = stages.kernel(module_of(MINIGPT), Realization("f32", params=PARAMS, spelling="m"))
+    kernels = {string_attr(f, "sym_name"): f for f in walk_ops(module.operation, "func.func")}
+
+    def weight_type(site: str, i: int = 1) -> set[str]:
+        """The element types the launches at `site` read their input `i` in."""
+        launches = [
+            op
+            for op in walk_ops(module.operation, "psk_kernel.launch")
+            if string_attr(op, "psk.site") == site
+        ]
+        args = [
+            kernels[op.attributes["kernel"].value].regions[0].blocks[0].arguments for op in launches
+        ]
+        return {buffer_tensor(a[i].type)[0] for a in args}
+
+    assert weight_type("Proj.apply/%0") == {"f32"}  # q's bf16, k's and v's not: converted
+    assert weight_type("MiniGPT.apply/%0", 0) == {"bf16"}  # the token table, gathered
+    assert "bf16" in weight_type("Linear.apply/%0")  # the MLP's up weight, read as bf16
+
+
 def test_a_typed_parameter_is_read_in_its_own_type_with_no_copy(tmp_path):
     record = _record(tmp_path, {"default": "f64", "params": {"w": "bf16", "b": "f32"}})
     proc = run_tool("presk", "dump", *LINEAR, "--stage", "kernel", "--realize", record)
