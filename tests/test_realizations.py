@@ -319,3 +319,9 @@ def test_presk_quantize_lists_parameter_paths_and_shapes():
     proc = run_tool("presk", "quantize", *LINEAR, "--list")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["w", "ℝ[3,", "2]", "6", "b", "ℝ[2]", "2"]
+    # only the dims the parameters use need binding: MiniGPT's pos table uses T, not B
+    gpt = ["tutorial/05_minigpt.psk", "--entry", "MiniGPT{64, 16, 2, 2}.apply", "--list"]
+    proc = run_tool("presk", "quantize", *gpt, "--dim", "T=8")
+    assert proc.returncode == 0, proc.stderr
+    assert "blocks.ff.up.w                   ℝ[2, 16, 64]             2048" in proc.stdout
+    assert "dim T is not bound" in assert_user_error(run_tool("presk", "quantize", *gpt), "E3003")

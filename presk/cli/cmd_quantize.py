@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from presk.cli.programs import add_program_args, elaborate_args, read_program
+from presk.cli.programs import add_program_args, entry_bindings, read_program
 from presk.errors import UsageError
-from presk.ir.program import read_program as read_core
+from presk.front.elaborate import parameter_type
+from presk.ir.context import new_context
 from presk.ir.types import leaves
-from presk.runtime.inputs import param_type
 
 HELP = "list an entry's parameter paths and shapes, the names a realization's quant takes"
 
@@ -21,8 +21,7 @@ def configure(p) -> None:
 def run(args) -> int:
     if not args.list:
         raise UsageError("presk quantize: give --list (integer weights are chosen by --realize)")
-    core = read_core(elaborate_args(args, read_program(args.file)).module)
-    t = param_type(core)
+    t = parameter_type(read_program(args.file), *entry_bindings(args), new_context())
     if t is None:
         raise UsageError(f"{args.entry} is not a module's function: it has no parameters")
     for path, leaf in leaves(t):

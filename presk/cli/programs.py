@@ -54,12 +54,17 @@ def read_program(path: str) -> ast.Program:
     return program
 
 
+def entry_bindings(args) -> tuple:
+    """(the entry, its dims, its consts) as `--entry`, `--dim` and `--const` give them."""
+    dims = parse_assignments(args.dim, "--dim", "E3004")
+    consts = parse_assignments(args.const, "--const", "E3007")
+    return parse_entry(args.entry), dims, consts
+
+
 def elaborate_args(args, program: ast.Program | None = None) -> Elaborated:
     """The entry named by `args`, elaborated into PSK-Core, its derivatives expanded."""
     program = program or read_program(args.file)
-    dims = parse_assignments(args.dim, "--dim", "E3004")
-    consts = parse_assignments(args.const, "--const", "E3007")
-    elaborated = elaborate(program, parse_entry(args.entry), dims, consts, new_context())
+    elaborated = elaborate(program, *entry_bindings(args), new_context())
     stages.core(elaborated.module, getattr(args, "remat", "store"))
     return elaborated
 

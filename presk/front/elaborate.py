@@ -1041,6 +1041,24 @@ def elaborate(
     return Elaborated(elab.module, sig.symbol, sig, inits, bounds, elab)
 
 
+def parameter_type(
+    program: ast.Program,
+    entry: Entry,
+    dims: dict[str, int],
+    consts: dict[str, int],
+    ctx: ir.Context,
+) -> PskType | None:
+    """The parameter record of `entry`'s module (None for a plain function), needing only
+    the dims the parameters' types use, not the ones of the entry's arguments."""
+    check_dims(program, dims)
+    dims = {**program.dim_defaults, **dims}
+    entry = resolve_entry(program, entry, consts)
+    elab = Elaborator(program, dims, ctx)
+    with ctx, elab.loc:
+        ref = elab.entry_ref(entry, entry_consts(program, entry, consts))
+    return ref.inst.params if ref.inst else None
+
+
 def _arg_bounds(elab: Elaborator, ref: FnRef) -> dict[str, int]:
     fn = ref.fn
     if isinstance(fn, ast.FnAlias):
