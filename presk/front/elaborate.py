@@ -1024,13 +1024,8 @@ def elaborate(
     ctx: ir.Context,
 ) -> Elaborated:
     """Elaborate `entry` of `program` into a PSK-Core module at the given bindings."""
-    check_dims(program, dims)
-    dims = {**program.dim_defaults, **dims}
-    entry = resolve_entry(program, entry, consts)
-    values = entry_consts(program, entry, consts)
-    elab = Elaborator(program, dims, ctx)
+    elab, entry, ref = _entry(program, entry, dims, consts, ctx)
     with ctx, elab.loc:
-        ref = elab.entry_ref(entry, values)
         arg_types = elab.declared_arg_types(ref, ref.fn.span, f"entry {entry}")
         sig = elab.signature(ref, arg_types, ref.fn.span)
         inits = elab.param_inits(ref.inst) if ref.inst else []
@@ -1041,22 +1036,22 @@ def elaborate(
     return Elaborated(elab.module, sig.symbol, sig, inits, bounds, elab)
 
 
-def parameter_type(
-    program: ast.Program,
-    entry: Entry,
-    dims: dict[str, int],
-    consts: dict[str, int],
-    ctx: ir.Context,
-) -> PskType | None:
-    """The parameter record of `entry`'s module (None for a plain function), needing only
-    the dims the parameters' types use, not the ones of the entry's arguments."""
+def parameter_type(*bindings) -> PskType | None:
+    """The parameter record of the entry's module (None for a plain function), from the
+    arguments `elaborate` takes, needing only the dims the parameters' types use."""
+    _, _, ref = _entry(*bindings)
+    return ref.inst.params if ref.inst else None
+
+
+def _entry(program: ast.Program, entry: Entry, dims: dict, consts: dict, ctx: ir.Context):
+    """(the elaborator, the resolved entry, its function's reference): the entry's module
+    instantiated, its functions not yet elaborated."""
     check_dims(program, dims)
-    dims = {**program.dim_defaults, **dims}
+    elab = Elaborator(program, {**program.dim_defaults, **dims}, ctx)
     entry = resolve_entry(program, entry, consts)
-    elab = Elaborator(program, dims, ctx)
     with ctx, elab.loc:
         ref = elab.entry_ref(entry, entry_consts(program, entry, consts))
-    return ref.inst.params if ref.inst else None
+    return elab, entry, ref
 
 
 def _arg_bounds(elab: Elaborator, ref: FnRef) -> dict[str, int]:
