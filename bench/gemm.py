@@ -35,6 +35,7 @@ from presk.ir.context import new_context  # noqa: E402
 from presk.ir.program import read_program  # noqa: E402
 from presk.kernel.contraction import Layout, check, read_nest  # noqa: E402
 from presk.kernel.cost import Target, predict  # noqa: E402
+from presk.kernel.machine import MACHINES  # noqa: E402
 from presk.kernel.planner import candidates, plan_entry  # noqa: E402
 from presk.kernel.relayout import contraction_kernels  # noqa: E402
 from presk.runtime.values import Tensor  # noqa: E402
@@ -104,7 +105,7 @@ def main() -> int:
             base = module(n)
             stages.kernel(base, t)
             nest, _ = read_nest(next(iter(contraction_kernels(base.operation).values())))
-            element = 8 if t == "f64" else 4
+            element = MACHINES[t].arith.itemsize
             points = [
                 p
                 for p in sweep_points(target.vector_bytes // element, args.threads)

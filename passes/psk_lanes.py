@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from presk.passes import Pass
 
 from presk.ir.core import string_attr
+from presk.kernel.machine import MACHINES
 from presk.kernel.relayout import contraction_kernels, relayout
 from presk.toolchain import vector_bytes
 
@@ -29,7 +30,7 @@ class PskLanes(Pass):
         lanes = self.lanes
         if not lanes:  # the register's width for the kernels' arithmetic type
             types = {string_attr(f, "psk_kernel.type") for f in contraction_kernels(module)}
-            lanes = vector_bytes() // (8 if types == {"f64"} else 4)
+            lanes = vector_bytes() // min((MACHINES[t].arith.itemsize for t in types), default=4)
         relayout(module, self.nest, lambda layout: replace(layout, lanes=lanes))
 
 

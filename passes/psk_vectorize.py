@@ -34,6 +34,7 @@ from presk.kernel.loops import (
     rebuild_for,
     step_of,
 )
+from presk.kernel.machine import MACHINES
 from presk.toolchain import vector_bytes
 
 _LOADS = ("affine.load",)
@@ -49,8 +50,7 @@ class PskVectorize(Pass):
     def run(self, module) -> None:
         width = self.bytes or vector_bytes()
         for f in kernel_funcs(module):
-            size = 8 if f.attributes["psk_kernel.type"].value == "f64" else 4
-            lanes = width // size
+            lanes = width // MACHINES[f.attributes["psk_kernel.type"].value].arith.itemsize
             if lanes < 2:
                 continue
             for loop in loops_of(f, post_order=True):

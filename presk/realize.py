@@ -332,10 +332,16 @@ def machine_args(args: list, program, r: Realization, entry: str | None, convert
     return [map_leaves(own, realized[0]), *[map_tensors(convert, a) for a in realized[1:]]]
 
 
+def takes_parameters(program, entry: str | None) -> bool:
+    """Whether a call of `entry` (None: the program's) takes the entry module's parameter
+    record as its first argument: the one a realization's `params` and `quant` name."""
+    return (not entry or entry == program.entry) and "psk.module" in program.attrs
+
+
 def realized_args(
     args: list, program, r: Realization, entry: str | None, native: bool = False
 ) -> list:
     """A call's arguments with the entry's parameter record (its first) realized."""
-    if (entry and entry != program.entry) or "psk.module" not in program.attrs or not args:
+    if not (args and takes_parameters(program, entry)):
         return args
     return [parameter_values(args[0], r, native), *args[1:]]

@@ -114,7 +114,3 @@ class MlirBackend(KernelBackend):
             fn(*[regions[r] + o for r, o in buffers], 0, trips)
 
         return launch
-
-    def compile_report(self) -> list[tuple[str, float, bool]]:
-        """(kernel, seconds, from the cache) for each kernel compiled so far."""
-        return [(k.name, k.native.seconds, k.native.cached) for k in self.kernels.values()]

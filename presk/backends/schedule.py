@@ -24,7 +24,7 @@ from presk.errors import PreskError
 from presk.ir.types import RecordType, TensorType, TupleType
 from presk.kernel.machine import ELEMENTS, storage_of, to_storage
 from presk.kernel.weights import Weights
-from presk.realize import Quantized, spellings
+from presk.realize import Quantized, spellings, takes_parameters
 from presk.runtime.values import Tensor, Value, build
 
 ALIGN = 64  # bytes: every buffer of the arena starts on a cache line
@@ -83,9 +83,8 @@ class Schedule:
         self.elements: list[str] = []  # each argument leaf's element type, or weights' spelling
         self.inputs = 0  # the argument arrays (integer weights have two)
         own = {}  # the realized parameters' spellings, by path
-        program, r = backend.program, backend.realization
-        if entry == program.entry and (r.params or r.quant) and "psk.module" in program.attrs:
-            own = spellings(r, fn.arg_types[0])
+        if takes_parameters(backend.program, entry):
+            own = spellings(backend.realization, fn.arg_types[0])
         args = [
             build(t, lambda path, t, i=i: self._argument(path, t, own if i == 0 else {}))
             for i, t in enumerate(fn.arg_types)

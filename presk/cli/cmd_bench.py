@@ -22,6 +22,7 @@ from presk.ir.core import string_attr, walk_ops
 from presk.ir.program import read_program as read_core
 from presk.kernel.contraction import Layout, check, read_nest
 from presk.kernel.cost import Target, milliseconds, predict
+from presk.kernel.machine import MACHINES
 from presk.kernel.planner import candidates, choose, plan_entry
 from presk.kernel.relayout import contraction_kernels
 from presk.runtime.inputs import arguments, parameters
@@ -202,7 +203,7 @@ def _lanes_plan(args, program, realize: str) -> str:
     register's width, its other fields the default's (written to a temporary file)."""
     r = realizations.read(realize)
     module = stages.kernel(_elaborated(args, program).module, r)
-    width = Target.host().vector_bytes // (8 if r.default == "f64" else 4)
+    width = Target.host().vector_bytes // MACHINES[r.default].arith.itemsize
     kernels = contraction_kernels(module.operation)
     by_site: dict[str, list] = {}
     for op in walk_ops(module.operation, "psk_kernel.launch"):
@@ -288,7 +289,7 @@ def _sweep(args) -> int:
     if site not in choices:
         raise UsageError(f"--nest {site}: the contraction nests are {', '.join(sorted(choices))}")
     nest = choices[site].nest
-    element = 8 if realize == "f64" else 4
+    element = MACHINES[realize].arith.itemsize
     results = []
     for layout in candidates(nest, realize, target):
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:

@@ -27,9 +27,6 @@ class Machine:
     def arith_name(self) -> str:
         return {np.dtype(np.float64): "f64", np.dtype(np.float32): "f32"}[self.arith]
 
-    def mlir_storage(self) -> ir.Type:
-        return ir.Type.parse(self.name)
-
     def mlir_arith(self) -> ir.Type:
         return ir.Type.parse(self.arith_name)
 

@@ -15,6 +15,7 @@ from presk.ir.core import string_attr, walk_ops
 from presk.kernel.contraction import Layout, Nest, check, read_nest, space
 from presk.kernel.cost import Target, predict
 from presk.kernel.epilogue import bias_add
+from presk.kernel.machine import MACHINES
 from presk.kernel.relayout import contraction_kernels
 
 
@@ -29,7 +30,7 @@ class Choice:
 
 
 def candidates(nest: Nest, machine: str, target: Target) -> list[Layout]:
-    element = 8 if machine == "f64" else 4
+    element = MACHINES[machine].arith.itemsize
     out = []
     for layout in space(nest, machine, target.vector_bytes // element):
         out.append(layout)
@@ -49,7 +50,7 @@ def choose(module, machine: str, target: Target) -> list[Choice]:
     site a function's instances share (Linear.apply/%0 in Linear{16, 64} and Linear{64,
     16}) is one nest of the plan: its layout must suit every kernel launched there, and
     it is the cheapest in total."""
-    element = 8 if machine == "f64" else 4
+    element = MACHINES[machine].arith.itemsize
     kernels = contraction_kernels(module)
     sites: dict[str, list] = {}
     for launch in walk_ops(module, "psk_kernel.launch"):

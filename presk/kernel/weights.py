@@ -88,46 +88,42 @@ def dequantized(kb, w: Weights, ints: ir.Value, scales: ir.Value, indices: list,
     """f32(q)·s of the weight at `indices` (with `lanes`, of consecutive elements along the
     last axis, which then start at an even index: lanes divide a tile's columns), in f32."""
     with kb._at():
-        return _dequantized(kb, w, ints, scales, indices, lanes)
+        i8 = ir.IntegerType.get_signless(8)
+        f32 = ir.F32Type.get()
 
+        def vec(t, n):
+            return ir.VectorType.get([n], t) if n > 1 else t
 
-def _dequantized(kb, w: Weights, ints: ir.Value, scales: ir.Value, indices: list, lanes: int):
-    i8 = ir.IntegerType.get_signless(8)
-    f32 = ir.F32Type.get()
+        def const(n, width):
+            return kb.broadcast(kb.i8(n), width)
 
-    def vec(t, n):
-        return ir.VectorType.get([n], t) if n > 1 else t
+        def load(buf, idx, t):
+            return ir.Operation.create("psk_kernel.load", results=[t], operands=[buf, *idx]).result
 
-    def const(n, width):
-        return kb.broadcast(kb.i8(n), width)
-
-    def load(buf, idx, t):
-        return ir.Operation.create("psk_kernel.load", results=[t], operands=[buf, *idx]).result
-
-    *lead, last = indices
-    if w.bits == 8:
-        q = load(ints, indices, vec(i8, lanes))
-    else:
-        half = arith.divui(last, kb.index_const(2))
-        n = max(lanes // 2, 1)
-        if lanes == 2:
-            raise RealizationError(
-                "4-bit weights are read in 4 or more lanes, or in none (here 2)", code="E7002"
-            )
-        byte = load(ints, [*lead, half], vec(i8, n))
-        low = arith.subi(arith.xori(arith.andi(byte, const(15, n)), const(8, n)), const(8, n))
-        high = arith.shrsi(byte, const(4, n))
-        if lanes > 1:  # the low and high nibbles of each byte, interleaved
-            mask = [k // 2 + (n if k % 2 else 0) for k in range(lanes)]
-            q = vector.shuffle(low, high, mask)
+        *lead, last = indices
+        if w.bits == 8:
+            q = load(ints, indices, vec(i8, lanes))
         else:
-            odd = kb.icmp("ne", arith.remui(last, kb.index_const(2)), kb.index_const(0))
-            q = arith.select(odd, high, low)
-    x = arith.sitofp(vec(f32, lanes), q)
-    at = list(indices)
-    at[w.over] = kb.index_const(0)
-    across = w.over == -1  # one scale for every lane
-    s = load(scales, at, f32 if across else vec(f32, lanes))
-    if across and lanes > 1:
-        s = vector.broadcast(vec(f32, lanes), s)
-    return arith.mulf(x, s)
+            if lanes == 2:
+                raise RealizationError(
+                    "4-bit weights are read in 4 or more lanes, or in none (here 2)", code="E7002"
+                )
+            half = arith.divui(last, kb.index_const(2))
+            n = max(lanes // 2, 1)
+            byte = load(ints, [*lead, half], vec(i8, n))
+            low = arith.subi(arith.xori(arith.andi(byte, const(15, n)), const(8, n)), const(8, n))
+            high = arith.shrsi(byte, const(4, n))
+            if lanes > 1:  # the low and high nibbles of each byte, interleaved
+                mask = [k // 2 + (n if k % 2 else 0) for k in range(lanes)]
+                q = vector.shuffle(low, high, mask)
+            else:
+                odd = kb.icmp("ne", arith.remui(last, kb.index_const(2)), kb.index_const(0))
+                q = arith.select(odd, high, low)
+        x = arith.sitofp(vec(f32, lanes), q)
+        at = list(indices)
+        at[w.over] = kb.index_const(0)
+        across = w.over == -1  # one scale for every lane
+        s = load(scales, at, f32 if across else vec(f32, lanes))
+        if across and lanes > 1:
+            s = vector.broadcast(vec(f32, lanes), s)
+        return arith.mulf(x, s)

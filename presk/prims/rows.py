@@ -284,17 +284,24 @@ def softmax_nest(kb, ap: Apply, form: str) -> None:
     _row_kernel(kb, ap, row)
 
 
+def _row_max_and_exp_sum(kb, n, value):
+    """(m, Σ exp(x − m)) of a row, the sum in increasing j: what cross_entropy and its
+    derivative share."""
+    m = _row_max(kb, n, value)
+    s = accumulate(
+        kb,
+        [n],
+        [kb.const("0")],
+        lambda j, acc: [kb.add(acc[0], kb.call("exp", kb.sub(value(j[0]), m)))],
+    )[0]
+    return m, s
+
+
 def _cross_entropy_kernel(kb, ap: Apply) -> None:
     # log Σ exp(x − m) − (x_t − m)
     def row(o, at, n):
         value = lambda j: kb.load(0, at(o, j))  # noqa: E731
-        m = _row_max(kb, n, value)
-        s = accumulate(
-            kb,
-            [n],
-            [kb.const("0")],
-            lambda j, acc: [kb.add(acc[0], kb.call("exp", kb.sub(value(j[0]), m)))],
-        )[0]
+        m, s = _row_max_and_exp_sum(kb, n, value)
         xt = value(kb.to_index(kb.load(1, o)))
         kb.store(kb.sub(kb.call("log", s), kb.sub(xt, m)), o)
 
@@ -305,13 +312,7 @@ def _ce_vjp_kernel(kb, ap: Apply) -> None:
     # (exp(x − m) / s − [j = t]) · ct
     def row(o, at, n):
         value = lambda j: kb.load(0, at(o, j))  # noqa: E731
-        m = _row_max(kb, n, value)
-        s = accumulate(
-            kb,
-            [n],
-            [kb.const("0")],
-            lambda j, acc: [kb.add(acc[0], kb.call("exp", kb.sub(value(j[0]), m)))],
-        )[0]
+        m, s = _row_max_and_exp_sum(kb, n, value)
         t = kb.load(1, o)
         ct = kb.load(2, o)
         with kb.loop(n) as j:
