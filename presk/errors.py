@@ -72,7 +72,10 @@ class BindingError(PreskError):
 
 
 class UsageError(PreskError):
-    """A command-line flag or value presk cannot take."""
+    """A command-line flag or value presk cannot take (E0001), or a path it cannot read
+    (E0002) or will not write (E0003)."""
+
+    code = "E0001"
 
 
 class IRError(PreskError):

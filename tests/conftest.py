@@ -40,3 +40,14 @@ def assert_user_error(proc, code: str | None = None, where: str | None = None) -
 @pytest.fixture
 def repo() -> Path:
     return REPO
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The bad-input suite's count, so a run shows how many refusals it checked."""
+    from bad_input.refusal import TALLY
+
+    if TALLY:
+        terminalreporter.write_line(
+            f"bad input: {TALLY['refused']} refused with a code, "
+            f"{TALLY['traceback']} tracebacks, {TALLY['signal']} signals"
+        )

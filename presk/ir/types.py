@@ -17,6 +17,12 @@ KINDS = ("real", "index", "bool")
 _TEXT_KIND = {"real": "ℝ", "index": "nat", "bool": "bool"}
 
 
+def i64_array(values) -> str:
+    """MLIR's dense i64 array attribute: `array<i64: 4, 2>`, and `array<i64>` when empty."""
+    items = ", ".join(str(v) for v in values)
+    return f"array<i64: {items}>" if items else "array<i64>"
+
+
 @dataclass(frozen=True)
 class Axis:
     name: str | None
@@ -56,14 +62,16 @@ class TensorType:
     def with_kind(self, kind: str) -> TensorType:
         return TensorType(kind, self.axes)
 
+    def shape_attr(self) -> str:
+        """The shape as MLIR spells it, `array<i64: 4, 2>`."""
+        return i64_array(a.size for a in self.axes)
+
+    def names_attr(self) -> str:
+        """The axis names as MLIR spells them, `["batch", ""]` (`""` for a positional axis)."""
+        return "[" + ", ".join(f'"{a.name or ""}"' for a in self.axes) + "]"
+
     def mlir(self) -> str:
-        shape = (
-            "array<i64: " + ", ".join(str(a.size) for a in self.axes) + ">"
-            if self.axes
-            else "array<i64>"
-        )
-        names = "[" + ", ".join(f'"{a.name or ""}"' for a in self.axes) + "]"
-        return f"!psk.{self.kind}<{shape}, {names}>"
+        return f"!psk.{self.kind}<{self.shape_attr()}, {self.names_attr()}>"
 
     def text(self) -> str:
         head = _TEXT_KIND[self.kind]

@@ -25,9 +25,9 @@ from presk.kernel.weights import Weights, dequantized, quant_attr
 
 
 def buffer_type(element: str, t: TensorType, ctx: ir.Context) -> ir.Type:
-    shape = "array<i64: " + ", ".join(str(a.size) for a in t.axes) + ">" if t.axes else "array<i64>"
-    names = "[" + ", ".join(f'"{a.name or ""}"' for a in t.axes) + "]"
-    return ir.Type.parse(f"!psk_kernel.buffer<{element}, {shape}, {names}>", ctx)
+    return ir.Type.parse(
+        f"!psk_kernel.buffer<{element}, {t.shape_attr()}, {t.names_attr()}>", ctx
+    )
 
 
 def buffer_parts(t: ir.Type) -> tuple[str, list[int]]:

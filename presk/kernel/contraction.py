@@ -31,7 +31,7 @@ from mlir import ir
 from presk.backends.workers import default_threads
 from presk.errors import RealizationError
 from presk.ir.core import python_value
-from presk.ir.types import TensorType
+from presk.ir.types import TensorType, i64_array
 from presk.kernel.builder import KernelBuilder, buffer_tensor
 from presk.kernel.nests import Contraction, accumulate, aligned_index, loops
 from presk.prims.base import alignment
@@ -56,14 +56,14 @@ class Layout:
         """The layout as an MLIR dictionary attribute's text."""
         parts = [
             f'form = "{self.form}"',
-            f"tile = array<i64: {self.tile[0]}, {self.tile[1]}>",
+            f"tile = {i64_array(self.tile)}",
             f"kblock = {self.kblock} : i64",
             f'order = "{self.order}"',
             f"lanes = {self.lanes} : i64",
             f'pack = "{self.pack}"',
         ]
         if self.split:
-            parts.append(f"split = array<i64: {self.split[0]}, {self.split[1]}>")
+            parts.append(f"split = {i64_array(self.split)}")
         if self.epilogue:
             parts.append("epilogue")
         if self.partials > 1:
@@ -447,9 +447,8 @@ def describe(nest: Nest, kind: str) -> ir.Attribute:
         return "[" + ", ".join(f'"{src}{n}"' for src, n in which) + "]"
 
     c = nest.c
-    sizes = ", ".join(str(k) for k in c.ksizes)
     return ir.Attribute.parse(
-        f'{{kind = "{kind}", a = {axes(c.a)}, b = {axes(c.b)}, k = array<i64: {sizes}>}}'
+        f'{{kind = "{kind}", a = {axes(c.a)}, b = {axes(c.b)}, k = {i64_array(c.ksizes)}}}'
     )
 
 
