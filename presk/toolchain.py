@@ -52,6 +52,12 @@ def vector_bytes() -> int:
     return 32 if "+avx" in features else 16
 
 
+def vector_widths() -> tuple[int, ...]:
+    """The vector widths, in bytes, this machine runs natively: 16 up to its own (16 and 32
+    on AVX2; 16, 32 and 64 on AVX-512)."""
+    return tuple(w for w in (16, 32, 64) if w <= vector_bytes())
+
+
 _PASS_LINE = re.compile(r"^      --([a-z0-9][\w-]*)\s+-\s+(.*)$")
 
 

@@ -1,8 +1,10 @@
 """The layout space changes no bit: every point of four nests (a Linear's dot, with and
 without its bias add folded in, attention's two eins, softmax in its two forms), in f64,
-f32 and bf16, gives the default's bits on the kernel evaluator and natively; some points
-also split at depths 0, 1 and 2 over the machine's workers and half of them. `make test` runs a sample of each nest's points; the whole space is
-`slow` (`make test-all`)."""
+f32 and bf16, at every vector width this machine runs (lanes of 16 bytes up to its own),
+gives the default's bits on the kernel evaluator and natively; some points also split at
+depths 0, 1 and 2 over the machine's workers and half of them. `make test` runs a sample
+of each nest's points, half of them in vector lanes; the whole space is `slow`
+(`make test-all`)."""
 
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from presk.kernel.epilogue import fold_epilogues
 from presk.kernel.machine import MACHINES
 from presk.kernel.relayout import layout_kernels, relayout
 from presk.runtime.values import leaves
-from presk.toolchain import vector_bytes
+from presk.toolchain import vector_widths
 from tests.conformance.suite import TYPES, Case, inputs, module_of
 
 LINEAR = Case("Linear", "tests/data/layouts.psk", "Linear{128, 64}.apply", ("B=4",))
@@ -38,6 +40,8 @@ NESTS = {
     "softmax": (ATTENTION, "softmax", 0),
 }
 SAMPLE = 10
+# every width the machine runs, so 2 f64 lanes (16 bytes) are tested as well as its own
+WIDTHS = pytest.mark.parametrize("width", vector_widths(), ids=lambda w: f"{w}B")
 
 
 def _lowered(case: Case, machine: str):
@@ -57,8 +61,9 @@ def _site(module, kind: str, nth: int) -> str:
     return sites[nth]
 
 
-def _run(case: Case, machine: str, site: str | None, layout: Layout | None):
-    """The case's output bits on the kernel evaluator and natively, one nest moved."""
+def _run(case: Case, machine: str, width: int, site: str | None, layout: Layout | None):
+    """The case's output bits on the kernel evaluator and natively in vectors of `width`
+    bytes, one nest moved."""
     module = _lowered(case, machine)
     if layout is not None:
         if layout.epilogue:
@@ -66,7 +71,7 @@ def _run(case: Case, machine: str, site: str | None, layout: Layout | None):
         relayout(module.operation, site, lambda _old: layout)
     program = read_program(module)
     kernel = KernelBackend(program, module, MACHINES[machine]).call(inputs(case), CallContext())
-    stages.affine(module, vector_bytes())
+    stages.affine(module, width)
     native = MlirBackend(program, module, MACHINES[machine], threads=default_threads())
     return _bits(kernel), _bits(native.call(inputs(case), CallContext()))
 
@@ -75,8 +80,9 @@ def _bits(value) -> list[bytes]:
     return [np.asarray(t.data).tobytes() for _, t in leaves(value)]
 
 
-def _points(name: str, machine: str) -> tuple[str, list[Layout], object]:
-    """The nest's site, every point of its layout space, and the nest (None: a softmax)."""
+def _points(name: str, machine: str, width: int) -> tuple[str, list[Layout], object]:
+    """The nest's site, every point of its layout space with lanes of `width` bytes, and
+    the nest (None: a softmax)."""
     case, kind, nth = NESTS[name]
     module = _lowered(case, machine)
     site = _site(module, kind, nth)
@@ -88,8 +94,7 @@ def _points(name: str, machine: str) -> tuple[str, list[Layout], object]:
         if string_attr(op, "psk.site") == site
     )
     nest, _ = read_nest(layout_kernels(module.operation)[symbol])
-    width = vector_bytes() // (8 if machine == "f64" else 4)
-    return site, space(nest, machine, width), nest
+    return site, space(nest, machine, width // MACHINES[machine].arith.itemsize), nest
 
 
 def _splits(nest, machine: str, layout: Layout) -> list[Layout]:
@@ -107,37 +112,52 @@ def _splits(nest, machine: str, layout: Layout) -> list[Layout]:
     return out
 
 
-def _assert_exact(name: str, machine: str, points: list[Layout], site: str) -> None:
+def _sample(points: list[Layout], seed: str) -> list[Layout]:
+    """SAMPLE of the points, half of them in vector lanes where the nest has such points."""
+    rng = random.Random(seed)
+    lanes = [p for p in points if p.lanes > 1]
+    scalar = [p for p in points if p.lanes == 1]
+    picked = rng.sample(lanes, min(SAMPLE // 2, len(lanes)))
+    picked += rng.sample(scalar, min(SAMPLE - len(picked), len(scalar)))
+    rng.shuffle(picked)
+    return picked
+
+
+def _assert_exact(name: str, machine: str, width: int, points: list[Layout], site: str) -> None:
     case = NESTS[name][0]
-    default_kernel, default_native = _run(case, machine, None, None)
+    default_kernel, default_native = _run(case, machine, width, None, None)
     assert default_kernel == default_native, f"{name} {machine}: the default's native bits"
     for layout in points:
-        kernel, native = _run(case, machine, site, layout)
+        kernel, native = _run(case, machine, width, site, layout)
         assert kernel == default_kernel, f"{name} {machine}: {layout.text()} on the evaluator"
         assert native == default_kernel, f"{name} {machine}: {layout.text()} natively"
 
 
+@WIDTHS
 @pytest.mark.parametrize("machine", TYPES)
 @pytest.mark.parametrize("name", list(NESTS))
-def test_a_sample_of_the_layout_space_gives_the_defaults_bits(name, machine):
-    site, points, nest = _points(name, machine)
+def test_a_sample_of_the_layout_space_gives_the_defaults_bits(name, machine, width):
+    site, points, nest = _points(name, machine, width)
     assert points, f"{name} {machine}: no point"
-    sample = random.Random(f"{name}{machine}").sample(points, min(SAMPLE, len(points)))
+    sample = _sample(points, f"{name}{machine}{width}")
+    if name == "Linear's dot":  # its 64 columns take the lanes of every width
+        assert any(p.lanes > 1 for p in sample), f"{name} {machine}: no point in lanes"
     split = [s for p in sample[:2] for s in _splits(nest, machine, p)]
     if name == "Linear's dot":  # its bias add folded into the product's kernel
         split += [replace(p, epilogue=True) for p in sample[:4]]
-    _assert_exact(name, machine, sample + split, site)
+    _assert_exact(name, machine, width, sample + split, site)
 
 
 @pytest.mark.slow
+@WIDTHS
 @pytest.mark.parametrize("machine", TYPES)
 @pytest.mark.parametrize("name", list(NESTS))
-def test_every_point_of_the_layout_space_gives_the_defaults_bits(name, machine):
-    site, points, nest = _points(name, machine)
+def test_every_point_of_the_layout_space_gives_the_defaults_bits(name, machine, width):
+    site, points, nest = _points(name, machine, width)
     split = [s for p in points[:: max(1, len(points) // 6)] for s in _splits(nest, machine, p)]
     if name == "Linear's dot":
         split += [replace(p, epilogue=True) for p in points]
-    _assert_exact(name, machine, points + split, site)
+    _assert_exact(name, machine, width, points + split, site)
 
 
 DOT = [

@@ -18,16 +18,7 @@ from presk.backends.native import Compiler, kernel_text
 from presk.backends.workers import Workers
 from presk.runtime.values import leaves
 from presk.toolchain import llvm_tool
-from tests.conformance.suite import (
-    DRAWN,
-    EXAMPLES,
-    TYPES,
-    inputs,
-    machine_output,
-    measure,
-    module_of,
-    prim_cases,
-)
+from tests.conformance.suite import TYPES, all_cases, inputs, machine_output, measure, module_of
 from tests.conformance.suite import Case as ConformanceCase
 
 TUTORIAL = [(p, a) for p, a in entries() if p.parent.name == "tutorial"]
@@ -57,7 +48,7 @@ def test_every_tutorial_entry_gives_the_kernel_evaluators_bits(path, args, machi
     assert_same_bits(kernel, machine_output(case, machine, "mlir"), f"{case.name} {machine}")
 
 
-CASES = [(c, t) for c in prim_cases() + EXAMPLES + DRAWN for t in TYPES]
+CASES = [(c, t) for c in all_cases() for t in TYPES]
 
 
 @pytest.mark.parametrize(
@@ -123,9 +114,18 @@ def test_a_whole_entry_split_over_two_threads_gives_one_threads_bits(entry):
     one = backends.make("mlir", module_of(case), realize="f64", threads=1)
     two = backends.make("mlir", module_of(case), realize="f64", threads=2)
     two.split_work = 0  # every kernel that may split does, however small
+    splits = []  # the trip counts of the launches split over the workers
+    run = two.workers.run
+
+    def counted(fn, args, trips):
+        splits.append(trips)
+        run(fn, args, trips)
+
+    two.workers.run = counted
     assert_same_bits(
         one.call(inputs(case), CallContext()), two.call(inputs(case), CallContext()), entry
     )
+    assert len(splits) >= two.launches // 2, f"{len(splits)} of {two.launches} launches split"
 
 
 def _kernel(entry: str = "loss_grad", machine: str = "f64"):

@@ -11,9 +11,11 @@ from conftest import assert_user_error, run_tool
 
 from presk import backends
 from presk.backends.host import CallContext
+from presk.kernel.machine import MACHINES
 from presk.realize import Quant, dequantize, quantize
 from presk.runtime.values import Tensor, leaves, map_leaves
-from tests.conformance.suite import Case, inputs, module_of
+from presk.toolchain import vector_widths
+from tests.conformance.suite import Case, contraction_sites, inputs, module_of
 
 LINEAR = ["tutorial/01_linear.psk", "--entry", "Linear{3, 2}.apply", "--dim", "batch=4"]
 MINIGPT = Case("MiniGPT", "tutorial/05_minigpt.psk", "MiniGPT{64, 16, 2, 2}.apply", ("B=2", "T=8"))
@@ -127,32 +129,29 @@ QUANT = {
 }
 
 
+def _lanes_plan(tmp_path, lanes: int) -> str:
+    """A plan putting the columns of every MiniGPT contraction the lanes fit (its columns
+    a multiple of them) in tiles of one row and `lanes` columns, in f32 vector lanes."""
+    point = {"form": "tiled", "tile": [1, lanes], "lanes": lanes, "pack": "b"}
+    sites = contraction_sites(MINIGPT, "f32", lambda nest: nest.j % lanes == 0)
+    layout = {site: point for site in sites}
+    # the MLP's weights in lanes straight from their int8 buffers, not through a panel
+    layout["Linear.apply/%0"] = {**point, "pack": "none"}
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"layout": layout}))
+    return str(plan)
+
+
+# f32 lanes: none, then those of every vector width the machine runs (4 and 8 on AVX2)
+LANES = [1, *(width // MACHINES["f32"].arith.itemsize for width in vector_widths())]
+
+
 @pytest.mark.parametrize("backend", ["kernel", "mlir"])
-@pytest.mark.parametrize("lanes", [False, True])
+@pytest.mark.parametrize("lanes", LANES, ids=lambda n: f"{n}-lanes" if n > 1 else "scalar")
 def test_integer_weights_give_the_bits_of_their_dequantised_values(backend, lanes, tmp_path):
     from presk.realize import Realization
 
-    plan = None
-    if lanes:  # every contraction's columns in vector lanes of the machine's width
-        from presk import stages
-        from presk.ir.core import string_attr, walk_ops
-        from presk.kernel.relayout import contraction_kernels
-        from presk.toolchain import vector_bytes
-
-        lowered = stages.kernel(module_of(MINIGPT), "f32")
-        kernels = contraction_kernels(lowered.operation)
-        sites = {
-            string_attr(op, "psk.site")
-            for op in walk_ops(lowered.operation, "psk_kernel.launch")
-            if op.attributes["kernel"].value in kernels
-        }
-        point = {"form": "tiled", "tile": [1, 8], "lanes": vector_bytes() // 4, "pack": "b"}
-        layout = {site: point for site in sites}
-        # the MLP's weights in lanes straight from their int8 buffers, not through a panel
-        layout["Linear.apply/%0"] = {**point, "pack": "none"}
-        plan = tmp_path / "plan.json"
-        plan.write_text(json.dumps({"layout": layout}))
-        plan = str(plan)
+    plan = _lanes_plan(tmp_path, lanes) if lanes > 1 else None
     machine = backends.make(
         backend,
         module_of(MINIGPT),
@@ -162,7 +161,8 @@ def test_integer_weights_give_the_bits_of_their_dequantised_values(backend, lane
     quantised = machine.call(inputs(MINIGPT), CallContext())
     # the kernels read the integers themselves: 8 bits, and 4 bits two to a byte
     read = _integer_loads(machine.module)
-    assert {"q4", *(["vector<8xi8>", "vector<4xi8>"] if lanes else ["i8"])} <= read, read
+    in_lanes = [f"vector<{lanes}xi8>", f"vector<{lanes // 2}xi8>"] if lanes > 1 else ["i8"]
+    assert {"q4", *in_lanes} <= read, read
 
     def dequantised(path, w, t):
         q, s = quantize(w, t, QUANT[path])
