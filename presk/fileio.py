@@ -1,16 +1,45 @@
-"""Writing files so that nothing a user has is ever half-overwritten."""
+"""Writing files so that nothing a user has is ever half-overwritten.
+
+`write_atomic` is the one place presk writes a file. It writes only a regular file or a
+new path: renaming a file over a device (`/dev/full`, `/dev/null`) would replace the
+device for everyone, so a device, a directory, a FIFO or a path under a non-directory is
+refused (E0003), as is any path the system will not let presk write.
+
+`read_text` reads a text input (a program, MLIR) up to a size: what cannot be read, a
+larger file and bytes that are not UTF-8 are refused (E0002).
+"""
 
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
+from typing import BinaryIO
+
+from presk.errors import UsageError
+
+# What a path is when it is not a regular file, for the refusal's message.
+_KINDS = {
+    stat.S_IFDIR: "a directory",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+}
 
 
-def write_atomic(path: str, data: str | bytes) -> None:
+def write_atomic(path: str | os.PathLike, data: str | bytes) -> None:
     """Write `data` to a temporary file beside `path`, then rename it over `path`."""
+    path = os.fspath(path)
+    _refuse_unless_regular(path)
     directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    try:
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(
+            dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp"
+        )
+    except OSError as e:
+        raise _refusal(path, e.strerror or str(e)) from None
     try:
         os.chmod(tmp, _mode_for(path))
         with os.fdopen(fd, "wb") as f:
@@ -18,10 +47,35 @@ def write_atomic(path: str, data: str | bytes) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except OSError as e:  # a full disk, say, or a directory made at `path` meanwhile
+        _discard(tmp)
+        raise _refusal(path, e.strerror or str(e)) from None
     except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        _discard(tmp)
         raise
+
+
+def _discard(tmp: str) -> None:
+    if os.path.exists(tmp):
+        os.unlink(tmp)
+
+
+def _refuse_unless_regular(path: str) -> None:
+    """Refuse a path that exists and is not a regular file, or that cannot be looked at
+    (under a regular file, say)."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise _refusal(path, e.strerror or str(e)) from None
+    if not stat.S_ISREG(mode):
+        kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+        raise _refusal(path, f"it is {kind}; presk writes only regular files")
+
+
+def _refusal(path: str, reason: str) -> UsageError:
+    return UsageError(f"cannot write {path}: {reason}", code="E0003")
 
 
 def _mode_for(path: str) -> int:
@@ -33,3 +87,28 @@ def _mode_for(path: str) -> int:
         umask = os.umask(0)
         os.umask(umask)
         return 0o666 & ~umask
+
+
+def read_text(path: str, max_bytes: int, stream: BinaryIO | None = None) -> str:
+    """The UTF-8 text of `path`, or of `stream` (standard input, say) named `path`.
+
+    At most `max_bytes + 1` bytes are read, so an endless device (`/dev/zero`) ends in a
+    refusal rather than a read without bound; a FIFO or a device is read like a file."""
+    try:
+        if stream is not None:
+            data = stream.read(max_bytes + 1)
+        else:
+            with open(path, "rb") as f:
+                data = f.read(max_bytes + 1)
+    except OSError as e:  # missing, a directory, unreadable
+        raise _unreadable(path, e.strerror or str(e)) from None
+    if len(data) > max_bytes:
+        raise _unreadable(path, f"larger than {max_bytes >> 20} MiB")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise _unreadable(path, f"not UTF-8 text (byte {e.start})") from None
+
+
+def _unreadable(path: str, reason: str) -> UsageError:
+    return UsageError(f"cannot read {path}: {reason}", code="E0002")

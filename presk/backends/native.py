@@ -8,10 +8,13 @@ library that ctypes loads. ctypes releases the GIL
 for the call, so workers run kernels in parallel.
 
 The libraries live in an on-disk cache (`$PRESK_CACHE`, else `$XDG_CACHE_HOME/presk`,
-else `~/.cache/presk`), named by a hash of the MLIR version, the CPU and its features,
-the pipeline and the kernel's text; the text is stored beside the library and compared
-on every hit, so a hash collision can never run the wrong code. Within a process a
-kernel text is compiled or loaded once.
+else `~/.cache/presk`), named by a key, a hash of the MLIR version, the CPU and its
+features, the pipeline and the kernel's text. Beside each library are its text, compared
+on every hit so a hash collision can never run the wrong code, and its digest (BLAKE2b
+of the library keyed by the kernel's key), checked on every load so a library truncated,
+damaged or swapped for another kernel's is compiled again rather than run. A cache that
+cannot be written costs one warning: the kernels are compiled for this process alone.
+Within a process a kernel text is compiled or loaded once.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import importlib.metadata
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -51,7 +55,7 @@ class Native:
     fn: object
     seconds: float  # to compile it, or to load it from the cache
     cached: bool
-    path: Path  # the shared library
+    path: Path | None  # the shared library in the cache; None if the cache could not hold it
 
 
 def cache_dir() -> Path:
@@ -78,6 +82,7 @@ class Compiler:
     def __init__(self, directory: Path | None = None):
         self.directory = directory or cache_dir()
         self._loaded: dict[str, Native] = {}  # by kernel text
+        self._warned = False
         self._prefix = "\n".join(
             [
                 importlib.metadata.version("xtc-mlir-python-bindings"),
@@ -94,30 +99,100 @@ class Compiler:
             return found
         start = time.perf_counter()
         key = hashlib.blake2b(f"{self._prefix}\n{text}".encode(), digest_size=16).hexdigest()
-        lib = self.directory / key[:2] / f"{key}.so"
-        cached = _hit(lib, text)
-        fn = None
+        entry = Entry(self.directory, key)
+        cached = entry.holds(text)
+        fn, path = None, entry.lib
         if cached:
             try:
-                fn = _load(lib, nbuffers)
+                fn = _load(entry.lib, nbuffers)
             except OSError:  # a library this installation cannot load: made again
                 cached = False
         if fn is None:
-            _build(text, f.context, lib)
-            fn = _load(lib, nbuffers)
-        native = Native(fn, time.perf_counter() - start, cached, lib)
+            fn, path = self._build_and_load(text, f.context, entry, nbuffers)
+        native = Native(fn, time.perf_counter() - start, cached, path)
         self._loaded[text] = native
         return native
 
+    def _build_and_load(self, text: str, ctx: ir.Context, entry: Entry, nbuffers: int):
+        """Build the kernel's library in a temporary directory, load it from there and
+        store it in the cache; the function and the library's cache path, None if the
+        cache could not hold it."""
+        with tempfile.TemporaryDirectory(prefix="presk-kernel-") as tmp:
+            # named by its key: the dynamic loader reuses an object loaded from the same path
+            so = Path(tmp) / entry.lib.name
+            _build(text, ctx, so)
+            fn = _load(so, nbuffers)
+            try:
+                entry.store(text, so.read_bytes())
+            except UsageError as e:
+                self._warn(e)
+                return fn, None
+        return fn, entry.lib
 
-def _hit(lib: Path, text: str) -> bool:
+    def _warn(self, e: UsageError) -> None:
+        """One line per compiler (a process shares one): a cache that cannot be written
+        must not fail a run."""
+        if not self._warned:
+            sys.stderr.write(
+                f"warning: the kernel cache {self.directory} cannot be used ({e.message}); "
+                "kernels are compiled for this run only\n"
+            )
+            self._warned = True
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A kernel's place in the cache: its library, its text and the library's digest. The
+    digest is written last, so an entry is whole once its digest matches."""
+
+    directory: Path
+    key: str
+
+    @property
+    def lib(self) -> Path:
+        return self.directory / self.key[:2] / f"{self.key}.so"
+
+    @property
+    def text_file(self) -> Path:
+        return self.lib.with_suffix(".mlir")
+
+    @property
+    def digest_file(self) -> Path:
+        return self.lib.with_suffix(".blake2b")
+
+    def digest_of(self, library: bytes) -> bytes:
+        """Keyed by the kernel's key, so another kernel's library, with its own digest,
+        does not pass for this one."""
+        return hashlib.blake2b(library, key=bytes.fromhex(self.key)).hexdigest().encode()
+
+    def holds(self, text: str) -> bool:
+        """Whether the cache holds this kernel: its text, and a library that matches its
+        digest (read as bytes, so a library damaged in any way is never loaded)."""
+        library = _read_regular(self.lib)
+        return (
+            _read_regular(self.text_file) == text.encode()
+            and library is not None
+            and _read_regular(self.digest_file) == self.digest_of(library)
+        )
+
+    def store(self, text: str, library: bytes) -> None:
+        """Write the entry, each file atomically, so a process reading it while another
+        writes never sees half a file (E0003 if the cache cannot hold it)."""
+        write_atomic(self.lib, library)
+        write_atomic(self.text_file, text)
+        write_atomic(self.digest_file, self.digest_of(library))
+
+
+def _read_regular(path: Path) -> bytes | None:
+    """A regular file's bytes; None if it is missing, unreadable, or something else (a
+    directory, or a FIFO that would block)."""
     try:
-        return lib.exists() and lib.with_suffix(".mlir").read_text() == text
+        return path.read_bytes() if path.is_file() else None
     except OSError:
-        return False
+        return None
 
 
-def _build(text: str, ctx: ir.Context, lib: Path) -> None:
+def _build(text: str, ctx: ir.Context, so: Path) -> None:
     module = ir.Module.parse(text, ctx)
     stages.llvm(module)
     engine = ExecutionEngine(
@@ -129,13 +204,9 @@ def _build(text: str, ctx: ir.Context, lib: Path) -> None:
     cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
     if cc is None:
         raise UsageError("the mlir backend links kernels with a C compiler: install cc")
-    lib.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=lib.parent) as tmp:
-        obj, so = os.path.join(tmp, "k.o"), os.path.join(tmp, "k.so")
-        engine.dump_to_object_file(obj)
-        subprocess.run([cc, "-shared", "-o", so, obj, *_LIBS], check=True, capture_output=True)
-        os.replace(so, lib)  # the library first: a text without its library is no hit
-    write_atomic(str(lib.with_suffix(".mlir")), text)
+    obj = so.with_suffix(".o")
+    engine.dump_to_object_file(str(obj))
+    subprocess.run([cc, "-shared", "-o", so, obj, *_LIBS], check=True, capture_output=True)
 
 
 def _load(lib: Path, nbuffers: int):
