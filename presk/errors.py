@@ -78,6 +78,12 @@ class UsageError(PreskError):
     code = "E0001"
 
 
+class ToolchainError(PreskError):
+    """A tool presk runs is missing or failed (the C compiler that links kernels)."""
+
+    code = "E0004"
+
+
 class IRError(PreskError):
     """MLIR text that does not parse or verify, as the MLIR diagnostics locate it."""
 

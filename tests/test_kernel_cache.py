@@ -174,3 +174,16 @@ def test_two_processes_filling_one_cache_both_succeed_and_leave_one_whole_entry(
 def _files(directory: Path) -> list[Path]:
     """Every file under `directory` (a temporary file left behind among them)."""
     return sorted(p.relative_to(directory) for p in directory.rglob("*") if p.is_file())
+
+
+def test_a_c_compiler_that_fails_to_link_is_a_coded_error(program, tmp_path):
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "cc").write_text('#!/bin/sh\necho "ld: cannot find -lpresk" >&2\nexit 1\n')
+    (fake / "cc").chmod(0o755)
+    command = _command(program, "f", tmp_path / "cache")
+    command["env"]["PATH"] = f"{fake}:{command['env']['PATH']}"
+    proc = subprocess.run(**command, capture_output=True)
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "error[E0004]" in proc.stderr and "cannot find -lpresk" in proc.stderr

@@ -36,7 +36,7 @@ from mlir import ir
 from mlir.execution_engine import ExecutionEngine
 
 from presk import stages
-from presk.errors import UsageError
+from presk.errors import ToolchainError, UsageError
 from presk.fileio import write_atomic
 from presk.toolchain import host_cpu, mlir_runtime_lib
 
@@ -203,10 +203,13 @@ def _build(text: str, ctx: ir.Context, so: Path) -> None:
     )
     cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
     if cc is None:
-        raise UsageError("the mlir backend links kernels with a C compiler: install cc")
+        raise ToolchainError("the mlir backend links kernels with a C compiler: install cc")
     obj = so.with_suffix(".o")
     engine.dump_to_object_file(str(obj))
-    subprocess.run([cc, "-shared", "-o", so, obj, *_LIBS], check=True, capture_output=True)
+    link = subprocess.run([cc, "-shared", "-o", so, obj, *_LIBS], capture_output=True, text=True)
+    if link.returncode != 0:
+        said = (link.stderr.strip().splitlines() or [f"exit status {link.returncode}"])[-1]
+        raise ToolchainError(f"{cc} could not link a kernel: {said}")
 
 
 def _load(lib: Path, nbuffers: int):
