@@ -12,11 +12,13 @@
 
 A uniform spelling means exactly the record with that default and empty maps. A site is
 `"<function>/%<n>"`, the site of a kernel's launch (a fusion group's root); a path is a
-parameter's dotted path. The record is checked in two steps: its shape when read (E7001
-for an unknown field or type), and against the program once lowered (E7001 for an
-unknown site or path, naming the valid ones, a path both typed and quantised, f64 in
-`params`; E7002 for what the kernel and mlir backends cannot honour). The reference
+parameter's dotted path. The record is checked in two steps: its shape when read,
+against its schema (presk/schemas.py: E7001 for an unknown field or type, f64 in
+`params`, a malformed order or quantisation; and a path both typed and quantised), and
+against the program once lowered (E7001 for an unknown site or path, naming the valid
+ones; E7002 for what the kernel and mlir backends cannot honour). The reference
 computes at `--bits` whatever the record says, but takes the values of `params`.
+`read_json` is the one reader of realization and plan files.
 """
 
 from __future__ import annotations
@@ -25,11 +27,16 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from presk.errors import RealizationError
+from presk.errors import RealizationError, UsageError
 
 TYPES = ("f64", "f32", "bf16")
-FIELDS = ("default", "storage", "accum", "order", "envelope", "params", "quant")
-_ORDER = re.compile(r"^(sequential|blocked\((\d+)\)|interleaved\((\d+)\))$")
+PARAM_TYPES = ("f32", "bf16")  # a parameter's type (f64 is every parameter's already)
+# what read_json reads: a realization or plan is a few lines, so anything past these
+# bounds is a mistake, refused before it costs time or Python's stack
+MAX_BYTES = 4 << 20
+MAX_DEPTH = 32
+MAX_DIGITS = 20
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?', re.S)  # a string, or an unterminated one
 
 
 @dataclass(frozen=True)
@@ -54,6 +61,12 @@ class Realization:
     def uniform(self) -> bool:
         return not (self.storage or self.accum or self.order or self.params or self.quant)
 
+    @property
+    def label(self) -> str:
+        """The realization as headers name it: a record's spelling (`@R.json`), else the
+        machine type, which a plan's `realize` may have replaced."""
+        return self.spelling if self.spelling.startswith("@") else self.default
+
     def type_at(self, site: str) -> str:
         return self.storage.get(site, self.default)
 
@@ -62,82 +75,92 @@ def _fail(where: str, why: str):
     raise RealizationError(f"{where}: {why}", code="E7001")
 
 
-def _type(where: str, value, allowed=TYPES) -> str:
-    if value not in allowed:
-        _fail(where, f"unknown type {value!r} (types: {', '.join(allowed)})")
-    return value
+def read_json(path: str, what: str, schema: dict):
+    """A JSON file's value, checked against `schema` (presk/schemas.py; `what`: "plan "):
+    E0002 if it cannot be read, is larger than MAX_BYTES or not UTF-8; E7001 if it is not
+    JSON, nests deeper than MAX_DEPTH, has an integer of more than MAX_DIGITS digits, or
+    breaks the schema."""
+    from presk.schemas import check
 
-
-def _map(where: str, value) -> dict:
-    if not isinstance(value, dict):
-        _fail(where, "an object mapping names to values")
-    return value
-
-
-def read_json(path: str, what: str):
-    """A JSON file's value; E7001 if it cannot be read or is not JSON (`what`: "plan ")."""
+    text = _read_text(path, what)
+    if _depth(text) > MAX_DEPTH:
+        _fail(path, f"nested deeper than {MAX_DEPTH} levels")
     try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except OSError as e:
-        raise RealizationError(f"cannot read {what}{path}: {e.strerror}", code="E7001") from None
+        value = json.loads(text, parse_int=_integer(path), parse_constant=_not_json(path))
     except json.JSONDecodeError as e:
         _fail(f"{path}:{e.lineno}:{e.colno}", f"not JSON: {e.msg}")
+    check(value, schema, path)
+    return value
+
+
+def _read_text(path: str, what: str) -> str:
+    def refuse(why: str):
+        raise UsageError(f"cannot read {what}{path}: {why}", code="E0002")
+
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_BYTES + 1)
+    except OSError as e:
+        refuse(e.strerror or str(e))
+    if len(data) > MAX_BYTES:
+        refuse(f"larger than {MAX_BYTES >> 20} MiB")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        refuse(f"not UTF-8 text (byte {e.start})")
+
+
+def _depth(text: str) -> int:
+    """How deep the brackets of JSON text nest, outside its strings: measured before
+    json.loads, whose recursion a deep enough file would exhaust."""
+    import numpy as np
+
+    chars = np.frombuffer(_STRING.sub("", text).encode(), np.uint8)
+    opens = (chars == ord("[")) | (chars == ord("{"))
+    closes = (chars == ord("]")) | (chars == ord("}"))
+    return int(np.cumsum(opens.astype(np.int32) - closes).max(initial=0))
+
+
+def _integer(path: str):
+    def parse(digits: str) -> int:
+        if len(digits.lstrip("-")) > MAX_DIGITS:
+            _fail(path, f"an integer of {len(digits.lstrip('-'))} digits (at most {MAX_DIGITS})")
+        return int(digits)
+
+    return parse
+
+
+def _not_json(path: str):
+    def parse(name: str):
+        _fail(path, f"not JSON: {name} is not a number JSON has")
+
+    return parse
 
 
 def read(arg: str) -> Realization:
     """`f64`, `f32`, `bf16` or `@R.json`."""
+    from presk.schemas import REALIZATION
+
     if arg in TYPES:
         return Realization(default=arg, spelling=arg)
     if not arg.startswith("@"):
         _fail("--realize", f"{arg!r} is f64, f32, bf16 or @FILE.json")
     path = arg[1:]
-    record = read_json(path, "")
-    if not isinstance(record, dict):
-        _fail(path, "a realization is a JSON object")
-    unknown = sorted(set(record) - set(FIELDS))
-    if unknown:
-        _fail(path, f"unknown field {unknown[0]!r} (fields: {', '.join(FIELDS)})")
-    storage = {
-        k: _type(f"{path}: storage {k}", v)
-        for k, v in _map(path, record.get("storage", {})).items()
+    record = read_json(path, "", REALIZATION)
+    quant = {
+        p: Quant(q["bits"], q.get("over", -1), q.get("scheme", "absmax"))
+        for p, q in record.get("quant", {}).items()
     }
-    accum = {
-        k: _type(f"{path}: accum {k}", v) for k, v in _map(path, record.get("accum", {})).items()
-    }
-    params = {
-        k: _type(f"{path}: params {k}", v, ("f32", "bf16"))
-        for k, v in _map(path, record.get("params", {})).items()
-    }
-    order = {}
-    for site, text in _map(path, record.get("order", {})).items():
-        m = _ORDER.match(str(text))
-        if m is None or (m.group(2) or m.group(3) or "1") == "0":
-            _fail(f"{path}: order {site}", f"{text!r} is sequential, blocked(W) or interleaved(P)")
-        order[site] = text
-    quant = {}
-    for p, q in _map(path, record.get("quant", {})).items():
-        where = f"{path}: quant {p}"
-        q = _map(where, q)
-        unknown = sorted(set(q) - {"bits", "over", "scheme"})
-        if unknown:
-            _fail(where, f"unknown field {unknown[0]!r} (fields: bits, over, scheme)")
-        if q.get("bits") not in (8, 4):
-            _fail(where, f"bits is 8 or 4, not {q.get('bits')!r}")
-        if q.get("scheme", "absmax") not in ("absmax", "pow2"):
-            _fail(where, f"scheme is absmax or pow2, not {q.get('scheme')!r}")
-        if not isinstance(q.get("over", -1), (str, int)):
-            _fail(where, "over names an axis or gives its position from the end")
-        quant[p] = Quant(q["bits"], q.get("over", -1), q.get("scheme", "absmax"))
+    params = record.get("params", {})
     both = sorted(set(params) & set(quant))
     if both:
         _fail(path, f"parameter {both[0]} is both typed (params) and quantised (quant)")
     return Realization(
-        _type(f"{path}: default", record.get("default", "f64")),
-        storage,
-        accum,
-        order,
-        _map(path, record.get("envelope", {})),
+        record.get("default", "f64"),
+        record.get("storage", {}),
+        record.get("accum", {}),
+        record.get("order", {}),
+        record.get("envelope", {}),
         params,
         quant,
         arg,

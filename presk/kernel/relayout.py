@@ -13,20 +13,21 @@ A plan (`--plan @P.json`) is a realization and a layout for each nest it names:
                                      "order": "IJK", "lanes": 8, "pack": "b",
                                      "split": [0, 2]}}}
 
-Fields a nest's entry leaves out keep the kernel's default; `"split": "none"` keeps the
-nest on one worker; `"epilogue": true` folds the bias add after the nest into its kernel
-(presk/kernel/epilogue.py).
+Fields a nest's entry leaves out keep the kernel's default; a split is `[depth, workers]`
+or `{"depth": d, "workers": p}`, and `"split": "none"` keeps the nest on one worker;
+`"epilogue": true` folds the bias add after the nest into its kernel
+(presk/kernel/epilogue.py). presk/schemas.py holds the plan's schema.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 
 from mlir import ir
 
-from presk.errors import RealizationError
+from presk.errors import RealizationError, UsageError
 from presk.ir.core import python_value, string_attr, walk_ops
 from presk.kernel.builder import KernelBuilder
 from presk.kernel.contraction import Epilogue, Layout, build, check, check_rows, read_nest
@@ -200,36 +201,29 @@ def _finish(kb: KernelBuilder, template, layout: Layout) -> ir.Operation:
 
 # ---- plans ----
 def read_plan(path: str) -> dict:
-    """A plan file, checked for its shape (E7001 names what is wrong)."""
-    plan = read_json(path, "plan ")
-    if not isinstance(plan, dict) or not isinstance(plan.get("layout", {}), dict):
-        raise RealizationError(f"{path}: a plan is an object with a layout object", code="E7001")
-    unknown = sorted(set(plan) - {"realize", "layout"})
-    if unknown:
-        raise RealizationError(f"{path}: unknown field {unknown[0]!r}", code="E7001")
-    return plan
+    """A plan file, checked against its schema (presk/schemas.py; E7001 names the field)."""
+    from presk.schemas import plan
+
+    return read_json(path, "plan ", plan())
 
 
-# a plan lays nests out; the order of a sum (partials) is a realization's, not a plan's
-_FIELDS = {f.name for f in fields(Layout)} - {"partials"}
-
-
-def layout_change(entry: dict, where: str) -> Callable[[Layout], Layout]:
-    """The change a plan's entry for a nest makes to a layout."""
-    if not isinstance(entry, dict):
-        raise RealizationError(f"{where}: a nest's layout is an object", code="E7001")
-    unknown = sorted(set(entry) - _FIELDS)
-    if unknown:
-        known = ", ".join(sorted(_FIELDS))
-        raise RealizationError(
-            f"{where}: unknown layout field {unknown[0]!r} (fields: {known})", code="E7001"
-        )
+def layout_change(entry: dict) -> Callable[[Layout], Layout]:
+    """The change a plan's entry for a nest (checked by its schema) makes to a layout."""
     values = {k: v for k, v in entry.items() if k != "epilogue"}  # apply_plan folds it
     if "tile" in values:
         values["tile"] = tuple(values["tile"])
     if "split" in values:
-        values["split"] = None if values["split"] == "none" else tuple(values["split"])
+        values["split"] = split_of(values["split"])
     return lambda layout: replace(layout, **values)
+
+
+def split_of(split) -> tuple[int, int] | None:
+    """A plan's split: "none", [depth, workers] or {"depth": d, "workers": p}."""
+    if split == "none":
+        return None
+    if isinstance(split, dict):
+        return (split["depth"], split["workers"])
+    return tuple(split)
 
 
 def apply_plan(module, plan: dict, path: str = "plan") -> None:
@@ -242,7 +236,7 @@ def apply_plan(module, plan: dict, path: str = "plan") -> None:
     from presk.kernel.epilogue import fold_epilogues
 
     for nest, entry in plan.get("layout", {}).items():
-        change = layout_change(entry, f"{path}: {nest}")
+        change = layout_change(entry)
         if entry.get("epilogue"):
             fold_epilogues(module, nest)
         relayout(module, nest, change)
@@ -252,5 +246,5 @@ def plan_path(arg: str) -> str:
     """`@P.json` (the seed's spelling) or a bare path."""
     path = arg[1:] if arg.startswith("@") else arg
     if not os.path.exists(path):
-        raise RealizationError(f"no plan file {path}", code="E7001")
+        raise UsageError(f"cannot read plan {path}: no such file", code="E0002")
     return path

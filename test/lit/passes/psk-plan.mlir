@@ -8,7 +8,7 @@
 // CHECK-SAME:    psk_kernel.layout = {form = "tiled", kblock = 0 : i64, lanes = 4 : i64, order = "IJ", pack = "b", tile = array<i64: 2, 4>}
 // CHECK:         "psk_kernel.scratch"()
 // CHECK:         -> vector<4xf32>
-// BAD: error[E7001]: {{.*}}: dot_big/%0: unknown layout field 'tiles' (fields: epilogue, form, kblock, lanes, order, pack, split, tile)
+// BAD: error[E7001]: {{.*}}: layout dot_big/%0: unknown layout field 'tiles' (fields: epilogue, form, kblock, lanes, order, pack, split, tile)
 module attributes {psk.dims = {I = 4 : i64, J = 4 : i64, K = 4 : i64}, psk.entry = @dot_big, psk.params = [], psk.program = "tests/data/layouts.psk", psk_kernel.type = "f32"} {
   func.func @dot_big(%arg0: !psk.real<array<i64: 4, 4>, ["I", "K"]> {psk.name = "x"}, %arg1: !psk.real<array<i64: 4, 4>, ["K", "J"]> {psk.name = "w"}) -> !psk.real<array<i64: 4, 4>, ["I", "J"]> attributes {psk.function = "dot_big"} {
     %0 = "psk.tuple_empty"() : () -> tuple<>

@@ -1,0 +1,223 @@
+"""JSON Schemas of the realization record and the plan, and checking a value against one.
+
+A schema node may carry a `description` (the root always does): the message of a
+violation inside it, with `{value}` (the offending value as JSON) or `{value!r}`, and
+`{field}`. A violation is reported at the deepest described node on its way, as one
+line `FILE: PATH: MESSAGE` (E7001). PATH is the keys down to that node, joined by
+spaces; a message that names its `{field}` takes the last key out of the path, so a
+quantised weight's bits read `R.json: quant w: bits is 8 or 4, not 6`.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+
+from presk.errors import RealizationError
+from presk.realize import PARAM_TYPES, TYPES
+
+SHOWN = 60  # characters of an offending value a message shows
+
+
+def _whole(least: int) -> dict:
+    """A JSON integer (not 8.0) of at least `least`."""
+    return {"type": "integer", "minimum": least}
+
+
+def _object(description: str, properties: dict, unknown: str = "field") -> dict:
+    """An object of `properties` alone: any other key is an `unknown` field."""
+    names = list(properties)
+    return {
+        "type": "object",
+        "description": description,
+        "propertyNames": {
+            "enum": names,
+            "description": f"unknown {unknown} {{value!r}} (fields: {', '.join(names)})",
+        },
+        "properties": properties,
+    }
+
+
+def _field_of(values) -> dict:
+    shown = ", ".join(values)
+    return {"enum": list(values), "description": f"{{field}} is one of {shown}, not {{value}}"}
+
+
+def _sites_to(value: dict, what: str) -> dict:
+    return {
+        "type": "object",
+        "additionalProperties": value,
+        "description": f"{{field}} is an object mapping {what}, not {{value}}",
+    }
+
+
+def _type(types) -> dict:
+    shown = ", ".join(types)
+    return {"enum": list(types), "description": f"unknown type {{value!r}} (types: {shown})"}
+
+
+# W and P have at most 9 digits: a sum that long is beyond any kernel, and int() of the
+# digits stays cheap
+_ORDER = {
+    "type": "string",
+    "pattern": r"^(sequential|blocked\([1-9][0-9]{0,8}\)|interleaved\([1-9][0-9]{0,8}\))$",
+    "description": "{value!r} is sequential, blocked(W) or interleaved(P), W and P whole "
+    "numbers from 1 (at most 9 digits)",
+}
+_QUANT = {
+    **_object(
+        'a quantised weight is an object {{"bits": 8 or 4, "over": …, "scheme": …}}, not {value}',
+        {
+            "bits": {
+                "type": "integer",
+                "enum": [8, 4],
+                "description": "{field} is 8 or 4, not {value}",
+            },
+            "over": {
+                "type": ["string", "integer"],
+                "description": "{field} names an axis or gives its position from the end, "
+                "not {value}",
+            },
+            "scheme": {
+                "enum": ["absmax", "pow2"],
+                "description": "{field} is absmax or pow2, not {value!r}",
+            },
+        },
+    ),
+    "required": ["bits"],
+}
+
+REALIZATION = _object(
+    "a realization is a JSON object",
+    {
+        "default": _type(TYPES),
+        "storage": _sites_to(_type(TYPES), "sites to types"),
+        "accum": _sites_to(_type(TYPES), "sites to types"),
+        "order": _sites_to(_ORDER, "sites to orders"),
+        "envelope": {"type": "object", "description": "{field} is an object, not {value}"},
+        "params": _sites_to(_type(PARAM_TYPES), "parameter paths to types"),
+        "quant": _sites_to(_QUANT, "parameter paths to quantisations"),
+    },
+)
+
+
+@cache
+def plan() -> dict:
+    """The plan's schema: a function, as the layout's values live beside its builder,
+    which needs MLIR."""
+    from presk.kernel.contraction import ORDERS, PACKS, ROW_FORMS
+
+    depth, workers = _whole(0), _whole(1)
+    split = {
+        "anyOf": [
+            {"const": "none"},
+            {"type": "array", "prefixItems": [depth, workers], "minItems": 2, "items": False},
+            {
+                "type": "object",
+                "properties": {"depth": depth, "workers": workers},
+                "required": ["depth", "workers"],
+                "additionalProperties": False,
+            },
+        ],
+        "description": '{field} is "none", [depth, workers] or {{"depth": d, "workers": p}}, '
+        "depth a whole number from 0 and workers from 1, not {value}",
+    }
+    nest = _object(
+        "a nest's layout is an object, not {value}",
+        {  # in the order of their names, as an unknown field's message lists them
+            "epilogue": {"type": "boolean", "description": "{field} is true or false, not {value}"},
+            "form": _field_of(("rowwise", "tiled", *ROW_FORMS)),
+            "kblock": {**_whole(0), "description": "{field} is a whole number from 0, not {value}"},
+            "lanes": {**_whole(1), "description": "{field} is a whole number from 1, not {value}"},
+            "order": _field_of(ORDERS),
+            "pack": _field_of(PACKS),
+            "split": split,
+            "tile": {
+                "type": "array",
+                "items": _whole(1),
+                "minItems": 2,
+                "maxItems": 2,
+                "description": "{field} is [m, n], two whole numbers from 1, not {value}",
+            },
+        },
+        unknown="layout field",
+    )
+    return _object(
+        "a plan is an object with a layout object",
+        {
+            "realize": {**_type(TYPES), "description": "{field} is f64, f32 or bf16, not {value}"},
+            "layout": _sites_to(nest, "nests to layouts"),
+        },
+    )
+
+
+def check(value, schema: dict, file: str) -> None:
+    """Refuse `value` (read from `file`) unless `schema` holds of it: E7001 with the path
+    and message of the violation jsonschema ranks first (`best_match`: the shallowest)."""
+    from jsonschema import Draft202012Validator, validators
+    from jsonschema.exceptions import best_match
+
+    # JSON Schema counts 8.0 an integer; a size, a depth or a bit count is not written so
+    types = Draft202012Validator.TYPE_CHECKER.redefine(
+        "integer", lambda _, x: isinstance(x, int) and not isinstance(x, bool)
+    )
+    validator = validators.extend(Draft202012Validator, type_checker=types)(schema)
+    error = best_match(validator.iter_errors(value))
+    if error is not None:
+        raise RealizationError(_message(error, schema, value, file), code="E7001")
+
+
+def _message(error, schema: dict, document, file: str) -> str:
+    node, depth, names_key = _described(schema, list(error.absolute_schema_path))
+    keys = list(error.absolute_path)[:depth]
+    value = error.instance if names_key else _at(document, keys)
+    text = node["description"]  # a schema's root has one
+    field = keys.pop() if "{field}" in text and keys else ""
+    message = text.format(value=_Shown(value), field=field)
+    return ": ".join([file, *([" ".join(map(str, keys))] if keys else []), message])
+
+
+def _described(schema: dict, schema_path: list) -> tuple[dict, int, bool]:
+    """The deepest node with a description on the way down `schema_path`: the node, the
+    depth of the instance it describes, and whether it describes a key (propertyNames)."""
+    node, depth, names_key = schema, 0, False
+    found = (schema, 0, False)
+    steps = iter(schema_path[:-1])  # the last is the keyword that failed
+    for keyword in steps:
+        if keyword in ("properties", "prefixItems"):
+            node, depth = node[keyword][next(steps)], depth + 1
+        elif keyword in ("additionalProperties", "items"):
+            node, depth = node[keyword], depth + 1
+        elif keyword == "anyOf":
+            node = node[keyword][next(steps)]
+        elif keyword == "propertyNames":
+            node, names_key = node[keyword], True
+        else:
+            break  # a keyword the schemas here do not use
+        if "description" in node:
+            found = (node, depth, names_key)
+    return found
+
+
+def _at(document, keys: list):
+    for key in keys:
+        document = document[key]
+    return document
+
+
+class _Shown:
+    """An offending value as a message shows it: `{value}` as JSON, `{value!r}` as
+    Python's repr (a string in quotes), either cut to SHOWN characters."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __str__(self) -> str:
+        return _cut(json.dumps(self.value, ensure_ascii=False))
+
+    def __repr__(self) -> str:
+        return _cut(repr(self.value))
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= SHOWN else text[: SHOWN - 1] + "…"

@@ -1,0 +1,98 @@
+"""A plan's split as an object, `{"depth": d, "workers": p}`, splits a nest as `[d, p]`
+does, and changes no bit; a plan's realization is the type `presk dump` and
+`presk run --format json` name."""
+
+from __future__ import annotations
+
+import io
+import json
+from contextlib import chdir, redirect_stdout
+
+import numpy as np
+import pytest
+from conftest import REPO
+
+from presk import backends
+from presk.backends.host import CallContext
+from presk.backends.workers import default_threads
+from presk.cli import main
+from presk.ir.core import python_value
+from presk.kernel.relayout import layout_kernels
+from presk.runtime.values import leaves
+from tests.conformance.suite import Case, inputs, module_of
+
+DOT = Case("dot", "tests/data/layouts.psk", "dot_big", ("I=8", "K=32", "J=16"))
+SITE = "dot_big/%0"
+DOT_ARGV = [str(REPO / "tests/data/layouts.psk"), "--entry", "dot_big"]
+DOT_ARGV += ["--dim", "I=8", "--dim", "K=32", "--dim", "J=16"]
+
+
+def _plan(tmp_path, layout: dict, realize: str = "f32") -> str:
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps({"realize": realize, "layout": {SITE: layout}}))
+    return str(path)
+
+
+def _native(plan: str | None):
+    """The output bits natively (the kernel's plan applied), and how the kernel is split:
+    its layout's split, the trip count of the loop divided and over how many workers."""
+    module = module_of(DOT)
+    backend = backends.make("mlir", module, realize="f32", threads=default_threads(), plan=plan)
+    out = backend.call(inputs(DOT), CallContext())
+    (kernel,) = layout_kernels(module.operation).values()
+    split = python_value(kernel.attributes["psk_kernel.layout"]).get("split")
+    attrs = {
+        a: kernel.attributes[a].value
+        for a in ("psk_kernel.split", "psk_kernel.workers")
+        if a in kernel.attributes
+    }
+    return [np.asarray(t.data).tobytes() for _, t in leaves(out)], split, attrs
+
+
+@pytest.mark.parametrize("depth", [0, 1])
+def test_a_split_object_splits_the_nest_as_the_list_does(tmp_path, depth):
+    workers = default_threads()
+    tiled = {"form": "tiled", "tile": [1, 8]}
+    as_object = _native(_plan(tmp_path, {**tiled, "split": {"depth": depth, "workers": workers}}))
+    as_list = _native(_plan(tmp_path, {**tiled, "split": [depth, workers]}))
+    unsplit = _native(_plan(tmp_path, {**tiled, "split": "none"}))
+    bits, split, attrs = as_object
+    assert split == [depth, workers]
+    assert attrs["psk_kernel.workers"] == workers and attrs["psk_kernel.split"] > 1
+    assert as_object == as_list
+    assert bits == unsplit[0]
+
+
+def _stdout(argv: list) -> str:
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert main.main(argv) == 0
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("realize", ["f32", "bf16"])
+def test_the_dump_header_names_the_type_the_plan_realizes(tmp_path, realize):
+    plan = _plan(tmp_path, {"form": "tiled"}, realize)
+    header = _stdout(["dump", *DOT_ARGV, "--stage", "kernel", "--plan", f"@{plan}"])
+    assert header.splitlines()[0].endswith(f"launches, {realize}"), header.splitlines()[0]
+
+
+@pytest.mark.parametrize(
+    "flags,label",
+    [
+        ({"plan": "f32"}, "f32"),
+        ({"plan": "bf16"}, "bf16"),
+        ({"plan": "f32", "realize": "bf16"}, "f32"),  # a plan's realization replaces a type
+        ({"realize": "bf16"}, "bf16"),
+        ({"realize": "@r.json"}, "@r.json"),  # a record is named by its spelling
+    ],
+)
+def test_run_json_names_the_type_the_kernels_realize(tmp_path, flags, label):
+    argv = ["run", *DOT_ARGV, "--backend", "kernel", "--format", "json"]
+    if "plan" in flags:
+        argv += ["--plan", f"@{_plan(tmp_path, {'form': 'tiled'}, flags['plan'])}"]
+    if "realize" in flags:
+        argv += ["--realize", flags["realize"]]
+    (tmp_path / "r.json").write_text(json.dumps({"default": "f32"}))
+    with chdir(tmp_path):
+        assert json.loads(_stdout(argv))["realize"] == label
