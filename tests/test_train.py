@@ -98,8 +98,15 @@ def test_minigpt_trains_20_steps_on_the_reference_in_the_seed_log_format(tmp_pat
     assert evaluated.stdout.startswith("validation loss ")
 
 
+def logged(rows: list[dict]) -> list[tuple]:
+    """A log's rows without their timings, as numbers."""
+    return [tuple(float(r[k]) for k in ("step", "epoch", "loss", "lr", "grad_norm")) for r in rows]
+
+
 def test_resuming_reproduces_the_uninterrupted_run_bit_for_bit(tmp_path):
-    base = ["train", REGRESSION, "--steps", "10", "--quiet", "--dim", "N=8", "--bits", "128"]
+    # every third step logged: the stop (5) and the first resumed step (6) are not
+    base = ["train", REGRESSION, "--steps", "10", "--log-every", "3", "--quiet"]
+    base += ["--dim", "N=8", "--bits", "128"]
     whole, part = tmp_path / "whole", tmp_path / "part"
     assert run_tool("presk", *base, "--out", str(whole)).returncode == 0
     assert run_tool("presk", *base, "--out", str(part), "--stop-at", "5").returncode == 0
@@ -119,9 +126,10 @@ def test_resuming_reproduces_the_uninterrupted_run_bit_for_bit(tmp_path):
         assert all(
             p == q and p.precision == q.precision for p, q in zip(x.flat, y.flat, strict=True)
         ), k
-    assert a.meta["history"] == b.meta["history"] or [r["loss"] for r in a.meta["history"]] == [
-        r["loss"] for r in b.meta["history"]
-    ]
+    assert [r[0] for r in logged(a.meta["history"])] == [1, 3, 6, 9, 10]
+    assert logged(a.meta["history"]) == logged(b.meta["history"])
+    csvs = [list(csv.DictReader((d / "log.csv").open())) for d in (whole, part)]
+    assert logged(csvs[0]) == logged(csvs[1]) == logged(a.meta["history"])
     # a checkpoint of another run's setup is refused
     other = run_tool(
         "presk",
@@ -134,6 +142,36 @@ def test_resuming_reproduces_the_uninterrupted_run_bit_for_bit(tmp_path):
         str(part / "checkpoint.psk.d"),
     )
     assert_user_error(other, code="E9005")
+
+
+def test_a_diverging_run_is_logged_then_stopped(tmp_path):
+    """A learning rate of 1e30 makes the f32 loss infinite at step 2: its line is printed
+    and its row written to log.csv, then the run stops with E8004 naming the step."""
+    proc = run_tool(
+        "presk",
+        "train",
+        str(REPO / "tutorial" / "02_regression.psk"),
+        "--entry",
+        "MLP{4, 8, 1}.mse",
+        "--dim",
+        "N=16",
+        "--steps",
+        "30",
+        "--backend",
+        "mlir",
+        "--realize",
+        "f32",
+        "--lr",
+        "1e30",
+        "--out",
+        str(tmp_path),
+    )
+    assert_user_error(proc, code="E8004", where="training diverged at step 2")
+    assert proc.stdout.splitlines()[-1].startswith("step 2  epoch 1  loss inf  "), proc.stdout
+    rows = list(csv.DictReader((tmp_path / "log.csv").open()))
+    assert [r["step"] for r in rows] == ["1", "2"]
+    assert not np.isfinite(float(rows[-1]["loss"]) * float(rows[-1]["grad_norm"]))
+    assert not (tmp_path / "checkpoint.psk.d").exists()
 
 
 def test_refusals(tmp_path, corpus):

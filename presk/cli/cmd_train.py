@@ -112,7 +112,23 @@ def _bind_batch(args, program) -> None:
     ]
 
 
+def realization_record(realization: realizations.Realization) -> dict:
+    """The realization as a checkpoint records it: its fields, empty ones left out, so
+    `f32` and a file saying {"default": "f32"} are one setup and an edited file is not."""
+    record = asdict(realization)
+    del record["spelling"]
+    return {k: v for k, v in record.items() if v}
+
+
+def check_stop_at(stop_at: int | None, reached: int) -> None:
+    """--stop-at K must name a step after the one training starts from (E0001)."""
+    if stop_at is not None and stop_at <= reached:
+        why = f"the checkpoint is already at step {reached}" if reached else "steps count from 1"
+        raise UsageError(f"--stop-at {stop_at}: {why}")
+
+
 def run(args) -> int:
+    check_stop_at(args.stop_at, 0)
     realization = realizations.read(args.realize)
     if realization.params or realization.quant:
         raise RealizationError(
@@ -146,7 +162,7 @@ def run(args) -> int:
         "seed": args.seed,
         "backend": args.backend,
         "bits": args.bits,
-        "realize": args.realize,
+        "realize": realization_record(realization),
         "remat": args.remat,
         "data": os.path.abspath(args.data) if args.data else None,
         "hyper": asdict(hyper),
@@ -156,6 +172,11 @@ def run(args) -> int:
     backend = make_backend(args, elaborated.module)
     if args.resume:
         state = resume(args.resume, core, meta)
+        if state.step == steps:
+            raise UsageError(
+                f"--resume {args.resume}: its run ended at step {steps}; nothing is left to train"
+            )
+        check_stop_at(args.stop_at, state.step)
     else:
         params = parameters(core, args.seed, None)
         state = State(params, zeros_like(params), zeros_like(params))
@@ -173,13 +194,11 @@ def run(args) -> int:
         quiet=args.quiet,
     )
     t0 = time.perf_counter()
-    first = state.history[0]["loss"] if state.history else None
-    state = trainer.run(state, args.stop_at)
+    last = trainer.run(state, args.stop_at)
     if not args.quiet:
-        start = first if first is not None else state.history[0]["loss"]
         print(
             f"trained to step {state.step} in {time.perf_counter() - t0:.1f} s: "
-            f"loss {start:.6f} -> {state.history[-1]['loss']:.6f}; "
+            f"loss {state.history[0]['loss']:.6f} -> {last['loss']:.6f}; "
             f"checkpoint, log.csv and loss.png in {out}"
         )
     return 0

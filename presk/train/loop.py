@@ -4,30 +4,52 @@ checkpoints written atomically, a CSV and a loss curve, and resumption.
 A step's batch, learning rate and dropout masks depend only on the seed and the step's
 number, and the optimiser's state (m, v, t) travels in the checkpoint in the backend's
 own numbers, so a run resumed from a checkpoint computes what the uninterrupted run did,
-bit for bit.
+bit for bit. Rows are logged at steps the step number alone picks (the first, every
+K-th, the run's last), so a resumed run's log is the uninterrupted run's too.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import math
 import os
 import sys
 import time
 from dataclasses import dataclass, field
+from itertools import pairwise
 
+import jsonschema
 import numpy as np
+from jsonschema.exceptions import best_match
 
 from presk.backends.host import CallContext
-from presk.errors import BindingError, FileFormatError
+from presk.errors import BindingError, FileFormatError, RuntimeDataError
 from presk.fileio import write_atomic
 from presk.ir.program import Program
 from presk.ir.types import REAL_SCALAR, TensorType
 from presk.runtime import checkpoint
 from presk.runtime.synth import entry_arguments, synth_input
 from presk.runtime.values import Tensor, Value, map_tensors
+from presk.schemas import REALIZATION
 from presk.train.data import Windows, next_token_pair
 from presk.train.step import HYPER, SYMBOL
+
+# The setup a checkpoint records and a resumed run must share (E9005 otherwise).
+SETUP = (
+    "program",
+    "entry",
+    "dims",
+    "consts",
+    "seed",
+    "backend",
+    "bits",
+    "realize",
+    "remat",
+    "data",
+    "hyper",
+    "steps",
+)
 
 
 @dataclass
@@ -63,7 +85,9 @@ def _float(t: Tensor) -> float:
 
 
 def sci(x: float, digits: int) -> str:
-    """1.4102e0, 1.500e-5: scientific notation with an unpadded exponent."""
+    """1.4102e0, 1.500e-5: scientific notation with an unpadded exponent (inf, nan as such)."""
+    if not math.isfinite(x):
+        return str(x)
     mantissa, exp = f"{x:.{digits}e}".split("e")
     return f"{mantissa}e{int(exp)}"
 
@@ -182,11 +206,17 @@ class Trainer:
     def context(self, step: int) -> CallContext:
         return CallContext(training=True, step=step, seed=self.seed)
 
-    def run(self, state: State, stop_at: int | None = None) -> State:
-        """Train from the step after `state`'s to the last (or to `stop_at`)."""
+    def recorded(self, step: int) -> bool:
+        """Whether step `step`'s row goes into the history: the step number alone decides."""
+        return step == 1 or step % self.log_every == 0 or step == self.steps
+
+    def run(self, state: State, stop_at: int | None = None) -> dict:
+        """Train from the step after `state`'s (some step must remain) to the last, or to
+        `stop_at`; the last step's row. A step whose loss or gradient norm is not finite
+        is logged, then stops the run (E8004)."""
         start = time.perf_counter()
         first = state.step + 1
-        last = min(self.steps, stop_at or self.steps)
+        last = self.steps if stop_at is None else min(self.steps, stop_at)
         bar = sys.stderr.isatty() and not self.quiet
         for step in range(first, last + 1):
             args, epoch = self.step_args(state, step)
@@ -194,20 +224,22 @@ class Trainer:
             loss, gnorm, lr = (_float(t) for t in out[:3])
             state.params, state.m, state.v = out[3], out[4], out[5]
             state.step = step
-            if step % self.log_every == 0 or step == last or step == first:
-                row = {
-                    "step": step,
-                    "epoch": epoch,
-                    "loss": loss,
-                    "lr": lr,
-                    "grad_norm": gnorm,
-                    "seconds": round(time.perf_counter() - start, 3),
-                }
+            row = {
+                "step": step,
+                "epoch": epoch,
+                "loss": loss,
+                "lr": lr,
+                "grad_norm": gnorm,
+                "seconds": round(time.perf_counter() - start, 3),
+            }
+            finite = math.isfinite(loss) and math.isfinite(gnorm)
+            if self.recorded(step) or not finite:
                 state.history.append(row)
-                if bar:
-                    sys.stderr.write("\r\033[K")
-                if not self.quiet:
-                    print(log_line(row), flush=True)
+            # a --stop-at step is shown, not recorded: the resumed run records its own rows
+            if self.recorded(step) or step == last or not finite:
+                self.show(row, bar)
+            if not finite:
+                self.diverged(state, row)
             if bar:
                 done = (step - first + 1) / (last - first + 1)
                 sys.stderr.write(
@@ -221,7 +253,25 @@ class Trainer:
         if self.out:
             self.save(state)
             self.write_logs(state)
-        return state
+        return row
+
+    def show(self, row: dict, bar: bool) -> None:
+        """Print a row's log line (over the progress bar, if any)."""
+        if bar:
+            sys.stderr.write("\r\033[K")
+        if not self.quiet:
+            print(log_line(row), flush=True)
+
+    def diverged(self, state: State, row: dict) -> None:
+        """Stop a run whose loss or gradient norm is infinite or NaN, after writing its log;
+        its parameters are not checkpointed."""
+        if self.out:
+            self.write_logs(state)
+        raise RuntimeDataError(
+            f"training diverged at step {row['step']}: loss {row['loss']}, "
+            f"|g| {row['grad_norm']} (try a lower --lr)",
+            code="E8004",
+        )
 
     # ---- files ----
     def save(self, state: State) -> None:
@@ -263,30 +313,104 @@ def loss_curve(history: list[dict], meta: dict) -> bytes:
     return buf.getvalue()
 
 
+_NAMES = {"type": "array", "items": {"type": "string"}}
+_ROW = {
+    "type": "object",
+    "properties": {
+        "step": {"type": "integer", "minimum": 1},
+        "epoch": {"type": "integer", "minimum": 1},
+        "loss": {"type": "number"},
+        "lr": {"type": "number"},
+        "grad_norm": {"type": "number"},
+        "seconds": {"type": "number", "minimum": 0},
+    },
+    "required": ["step", "epoch", "loss", "lr", "grad_norm", "seconds"],
+    "additionalProperties": False,
+}
+# What `resume` reads from a checkpoint's meta (the setup `presk train` writes, the step
+# reached and the rows logged), checked before any of it is used.
+TRAINING_META = {
+    "type": "object",
+    "properties": {
+        "program": {"type": "string"},
+        "entry": {"type": "string"},
+        "dims": _NAMES,
+        "consts": _NAMES,
+        "seed": {"type": "integer"},
+        "backend": {"type": "string"},
+        "bits": {"type": "integer", "minimum": 2},
+        "realize": REALIZATION,
+        "remat": {"type": "string"},
+        "data": {"type": ["string", "null"]},
+        "hyper": {
+            "type": "object",
+            "properties": {
+                "lr": {"type": "number"},
+                "warmup": {"type": "integer", "minimum": 0},
+                "b1": {"type": "number"},
+                "b2": {"type": "number"},
+                "eps": {"type": "number"},
+                "wd": {"type": "number"},
+                "clip": {"type": "number"},
+            },
+            "required": ["lr", "warmup", "b1", "b2", "eps", "wd", "clip"],
+            "additionalProperties": False,
+        },
+        "steps": {"type": "integer", "minimum": 1},
+        "step": {"type": "integer", "minimum": 1},
+        "history": {"type": "array", "items": _ROW, "minItems": 1},
+    },
+    "required": [*SETUP, "step", "history"],
+}
+
+
+# JSON Schema counts 5.0 an integer; a step or a seed written by presk never is one.
+_MetaValidator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
+        "integer", lambda _, x: isinstance(x, int) and not isinstance(x, bool)
+    ),
+)
+
+
+def check_training_meta(path: str, meta) -> None:
+    """Refuse (E9002) a checkpoint meta that `resume` cannot read: a field missing or of
+    the wrong type, a step past the run's end, rows out of order or past the step."""
+    error = best_match(_MetaValidator(TRAINING_META).iter_errors(meta))
+    if error is not None:
+        where = "meta" + "".join(f"[{p!r}]" for p in error.absolute_path)
+        raise FileFormatError(f"{path}: header.json: {where}: {error.message}", code="E9002")
+    why = _step_problem(meta)
+    if why is not None:
+        raise FileFormatError(f"{path}: header.json: meta: {why}", code="E9002")
+
+
+def _step_problem(meta: dict) -> str | None:
+    """What is wrong with a schema-valid meta's step and history's steps, if anything."""
+    if meta["step"] > meta["steps"]:
+        return f"step {meta['step']} is past the run's {meta['steps']} steps"
+    steps = [row["step"] for row in meta["history"]]
+    for before, step in pairwise(steps):
+        if step <= before:
+            return f"the history's step {step} follows its step {before}"
+    if steps[-1] > meta["step"]:
+        return f"the history's step {steps[-1]} is past the checkpoint's step {meta['step']}"
+    return None
+
+
 def resume(path: str, program: Program, meta: dict) -> State:
     """The state a checkpoint holds, refused unless written by this very run's setup."""
     from presk.runtime.inputs import param_type
 
     t = param_type(program)
     params, c = checkpoint.load(path, t)
-    for key in (
-        "program",
-        "entry",
-        "dims",
-        "consts",
-        "seed",
-        "backend",
-        "bits",
-        "remat",
-        "data",
-        "hyper",
-        "steps",
-    ):
-        if c.meta.get(key) != meta.get(key):
+    check_training_meta(path, c.meta)
+    for key in SETUP:
+        if c.meta[key] != meta[key]:
             raise FileFormatError(
-                f"{path}: written with {key} = {c.meta.get(key)!r}, this run has {meta.get(key)!r}",
+                f"{path}: written with {key} = {c.meta[key]!r}, this run has {meta[key]!r}",
                 code="E9005",
             )
     m = checkpoint.tree_from(c, t, "m", path)
     v = checkpoint.tree_from(c, t, "v", path)
-    return State(params, m, v, int(c.meta["step"]), list(c.meta.get("history", [])))
+    return State(params, m, v, c.meta["step"], c.meta["history"])
