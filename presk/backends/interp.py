@@ -12,18 +12,38 @@ from __future__ import annotations
 import numpy as np
 
 from presk.backends.host import CallContext, Host
+from presk.errors import RuntimeDataError
 from presk.ir.program import Op, Program
 from presk.prims import exact
 from presk.prims.base import Apply
 from presk.realize import Realization, realized_args
-from presk.runtime.values import Tensor, Value, map_tensors
+from presk.runtime.values import Tensor, Value, map_leaves
 
 
-def to_exact(value: Value) -> Value:
-    def conv(t: Tensor) -> Tensor:
-        return Tensor(t.type, exact.exact(t.data)) if t.type.kind == "real" else t
+def _check_finite(path: str, t: Tensor) -> None:
+    """A machine buffer holds only reals the reference can take: no NaN nor infinity."""
+    if t.data.dtype == object:  # exact already (a reference run's own values)
+        return
+    bad = np.argwhere(~np.isfinite(t.data))
+    if bad.size:
+        at = tuple(int(i) for i in bad[0])
+        raise RuntimeDataError(
+            f"{path}{list(at) if at else ''} is {t.data[at]}: the reference computes over "
+            "the reals",
+            code="E8001",
+        )
 
-    return map_tensors(conv, value)
+
+def to_exact(name: str, value: Value) -> Value:
+    """An argument's machine buffers as MPFR numbers; `name` locates a non-finite one."""
+
+    def conv(path: str, t: Tensor) -> Tensor:
+        if t.type.kind != "real":
+            return t
+        _check_finite(path, t)
+        return Tensor(t.type, exact.exact(t.data))
+
+    return map_leaves(conv, value, name)
 
 
 class Interpreter:
@@ -48,6 +68,7 @@ class Interpreter:
     ) -> Value:
         """Run the entry (or function `entry`) on `args`, the parameter record first."""
         args = realized_args(args, self.program, self.realization, entry)
+        names = self.program.functions[entry or self.program.entry].arg_names
         with exact.context(self.bits):
-            args = [to_exact(a) for a in args]
+            args = [to_exact(n, a) for n, a in zip(names, args, strict=True)]
             return self.host.call(entry or self.program.entry, args, ctx or CallContext())

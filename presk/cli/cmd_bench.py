@@ -16,7 +16,16 @@ from presk import realize as realizations
 from presk.backends.host import CallContext
 from presk.backends.native import Compiler
 from presk.backends.workers import check_threads
-from presk.cli.programs import add_plan_arg, add_program_args, elaborate_args, plan_of, read_program
+from presk.cli.common import seed_number
+from presk.cli.programs import (
+    MAX_BITS,
+    add_plan_arg,
+    add_program_args,
+    elaborate_args,
+    plan_of,
+    read_program,
+    reference_bits,
+)
 from presk.errors import RealizationError, UsageError
 from presk.ir.core import string_attr, walk_ops
 from presk.ir.program import read_program as read_core
@@ -48,11 +57,16 @@ def configure(p) -> None:
         help="the realizations to time the kernel and mlir backends under, a row each: "
         "f64, f32, bf16 or @R.json (default f64)",
     )
-    p.add_argument("--bits", type=int, default=256, help="precision of the reference (default 256)")
+    p.add_argument(
+        "--bits",
+        type=reference_bits,
+        default=256,
+        help=f"precision of the reference in bits, 2 to {MAX_BITS} (default 256)",
+    )
     p.add_argument(
         "--threads", metavar="N", help="worker threads of the mlir backend (default the cores)"
     )
-    p.add_argument("--seed", type=int, default=0, help="seed of the inputs and parameters")
+    p.add_argument("--seed", type=seed_number, default=0, help="seed of the inputs and parameters")
     p.add_argument(
         "--train-step",
         action="store_true",

@@ -6,6 +6,7 @@ import sys
 
 from presk import backends, stages
 from presk.backends.host import CallContext
+from presk.cli.common import seed_number
 from presk.cli.programs import add_plan_arg, add_program_args, elaborate_args, plan_of, read_program
 from presk.errors import UsageError
 from presk.front.unparse import program as unparse
@@ -24,7 +25,7 @@ STAGES = ("ast", "core", "kernel", "affine", "llvm")
 
 
 def configure(p) -> None:
-    add_program_args(p, entry_required=False)
+    add_program_args(p)
     p.add_argument(
         "--stage", choices=STAGES, default="core", help="the stage to show (default core)"
     )
@@ -41,7 +42,10 @@ def configure(p) -> None:
         help="the machine type of the kernels (--stage kernel, affine, llvm; default f64)",
     )
     p.add_argument(
-        "--seed", type=int, default=0, help="seed of the run --stage kernel makes (default 0)"
+        "--seed",
+        type=seed_number,
+        default=0,
+        help="seed of the run --stage kernel makes (default 0)",
     )
     add_plan_arg(p)
 
@@ -53,8 +57,6 @@ def run(args) -> int:
     if args.stage == "ast":
         sys.stdout.write(unparse(program))
         return 0
-    if not args.entry:
-        raise UsageError(f"--stage {args.stage} needs --entry")
     elaborated = elaborate_args(args, program)
     module = elaborated.module
     if args.stage == "kernel":
@@ -83,7 +85,8 @@ def kernel_dump(module, realize: str, seed: int, plan: str | None = None) -> str
     saved = backend.unfused - backend.launches
     pct = round(100 * saved / backend.unfused) if backend.unfused else 0
     lines = [
-        f"-- {len(backend.launched)} kernels, {backend.launches} launches, {realize}",
+        f"-- {len(backend.launched)} kernels, {backend.launches} launches, "
+        f"{backend.realization.label}",
         f"-- fusion: {backend.unfused} launches without it, {saved} saved ({pct}%)",
     ]
     lines += [kernel_text(backend.kernel_ops[name]) for name in backend.launched]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from presk.backends.host import CallContext
+from presk.cli.common import seed_number
 from presk.cli.programs import (
     add_backend_args,
     add_program_args,
@@ -28,7 +29,9 @@ def configure(p) -> None:
         "--weights", metavar="CKPT.psk.d", help="the parameters (default: the initializers)"
     )
     add_backend_args(p)
-    p.add_argument("--seed", type=int, default=0, help="seed of the initial parameters (default 0)")
+    p.add_argument(
+        "--seed", type=seed_number, default=0, help="seed of the initial parameters (default 0)"
+    )
     p.add_argument("--batches", type=int, metavar="N", help="only the first N validation batches")
 
 

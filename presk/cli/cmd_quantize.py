@@ -21,7 +21,8 @@ def configure(p) -> None:
 def run(args) -> int:
     if not args.list:
         raise UsageError("presk quantize: give --list (integer weights are chosen by --realize)")
-    t = parameter_type(read_program(args.file), *entry_bindings(args), new_context())
+    program = read_program(args.file)
+    t = parameter_type(program, *entry_bindings(args, program), new_context())
     if t is None:
         raise UsageError(f"{args.entry} is not a module's function: it has no parameters")
     for path, leaf in leaves(t):

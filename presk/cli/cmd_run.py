@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from presk.backends.host import CallContext
+from presk.cli.common import seed_number
 from presk.cli.programs import add_backend_args, add_program_args, elaborate_args, make_backend
 from presk.ir.program import read_program
 from presk.runtime import output
@@ -18,7 +19,7 @@ def configure(p) -> None:
     add_backend_args(p)
     p.add_argument(
         "--seed",
-        type=int,
+        type=seed_number,
         default=0,
         help="seed of initial parameters and drawn inputs (default 0)",
     )
@@ -56,9 +57,10 @@ def run(args) -> int:
         output.write_npz(args.out, result)
     if args.format == "json":
         header = {"entry": program.entry, "backend": backend.name, "seed": args.seed}
-        header.update(
-            {"bits": args.bits} if args.backend == "interp" else {"realize": args.realize}
-        )
+        if args.backend == "interp":
+            header["bits"] = args.bits
+        else:  # the type the kernels run in, a plan's if it names one
+            header["realize"] = backend.realization.label
         sys.stdout.write(output.json_text(result, header, args.bits))
     else:
         sys.stdout.write(output.text(result))

@@ -7,6 +7,7 @@ import time
 from dataclasses import asdict
 
 from presk import realize as realizations
+from presk.cli.common import count, positive_count, real_number, seed_number
 from presk.cli.programs import (
     add_backend_args,
     add_program_args,
@@ -29,18 +30,22 @@ def configure(p) -> None:
     add_program_args(p, default_entry="loss")
     add_backend_args(p)
     p.add_argument(
-        "--steps", type=int, help="steps to train (default: --epochs of the data, else 100)"
+        "--steps",
+        type=positive_count,
+        help="steps to train (default: --epochs of the data, else 100)",
     )
-    p.add_argument("--epochs", type=int, help="passes over the training windows (with --data)")
+    p.add_argument(
+        "--epochs", type=positive_count, help="passes over the training windows (with --data)"
+    )
     p.add_argument(
         "--batch",
-        type=int,
+        type=positive_count,
         metavar="B",
         help="bind the batch axis (the first axis of the entry's first argument)",
     )
     p.add_argument(
         "--seed",
-        type=int,
+        type=seed_number,
         default=0,
         help="seed of the parameters, batches and dropout (default 0)",
     )
@@ -50,28 +55,37 @@ def configure(p) -> None:
         help="token windows from `presk data`; without it, arguments are drawn each step",
     )
     p.add_argument(
-        "--lr", type=float, default=Hyper.lr, help=f"peak learning rate (default {Hyper.lr})"
+        "--lr",
+        type=real_number("a finite learning rate from 0"),
+        default=Hyper.lr,
+        help=f"peak learning rate (default {Hyper.lr})",
     )
     p.add_argument(
-        "--warmup", type=int, default=0, help="warm-up steps (default: a tenth of the run)"
+        "--warmup", type=count, default=0, help="warm-up steps (default: a tenth of the run)"
     )
     p.add_argument(
         "--weight-decay",
-        type=float,
+        type=real_number("a finite weight decay from 0"),
         default=Hyper.wd,
         help=f"AdamW's weight decay (default {Hyper.wd})",
     )
     p.add_argument(
         "--clip",
-        type=float,
+        type=real_number("a finite positive gradient norm", strict=True),
         default=Hyper.clip,
         help=f"largest gradient 2-norm (default {Hyper.clip})",
     )
     p.add_argument(
-        "--log-every", type=int, help="log a line every K steps (default: 20 lines a run)"
+        "--log-every",
+        type=positive_count,
+        help="log a line every K steps (default: 20 lines a run)",
     )
     p.add_argument(
-        "--checkpoint-every", type=int, default=0, metavar="K", help="also checkpoint every K steps"
+        "--checkpoint-every",
+        type=count,
+        default=0,
+        metavar="K",
+        help="also checkpoint every K steps",
     )
     p.add_argument(
         "--out",
@@ -80,7 +94,10 @@ def configure(p) -> None:
     )
     p.add_argument("--resume", metavar="CKPT.psk.d", help="continue from a checkpoint of this run")
     p.add_argument(
-        "--stop-at", type=int, metavar="K", help="checkpoint and stop after step K (resume later)"
+        "--stop-at",
+        type=positive_count,
+        metavar="K",
+        help="checkpoint and stop after step K (resume later)",
     )
     p.add_argument("--quiet", action="store_true", help="no log lines")
 
@@ -89,8 +106,6 @@ def _bind_batch(args, program) -> None:
     """--batch B binds the dim naming the first axis of the entry's first argument."""
     if args.batch is None:
         return
-    if args.batch < 1:
-        raise UsageError(f"--batch {args.batch}: a batch needs at least one element")
     from presk.cli.programs import elaborate_args as probe
 
     first = probe(args, program)
@@ -121,14 +136,12 @@ def realization_record(realization: realizations.Realization) -> dict:
 
 
 def check_stop_at(stop_at: int | None, reached: int) -> None:
-    """--stop-at K must name a step after the one training starts from (E0001)."""
+    """--stop-at K must name a step after the checkpoint's (E0001)."""
     if stop_at is not None and stop_at <= reached:
-        why = f"the checkpoint is already at step {reached}" if reached else "steps count from 1"
-        raise UsageError(f"--stop-at {stop_at}: {why}")
+        raise UsageError(f"--stop-at {stop_at}: the checkpoint is already at step {reached}")
 
 
 def run(args) -> int:
-    check_stop_at(args.stop_at, 0)
     realization = realizations.read(args.realize)
     if realization.params or realization.quant:
         raise RealizationError(

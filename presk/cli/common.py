@@ -3,10 +3,52 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Callable
 
 from presk.errors import PreskError, UsageError
+
+
+def whole_number(low: int, high: int, what: str) -> Callable[[str], int]:
+    """An argparse type: a whole number from `low` to `high`, else a usage error that
+    says the value is not `what`."""
+
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            n = None
+        if n is None or not low <= n <= high:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
+        return n
+
+    return parse
+
+
+def real_number(what: str, low: float = 0.0, strict: bool = False) -> Callable[[str], float]:
+    """An argparse type: a finite real number at least `low` (above it if `strict`), else a
+    usage error that says the value is not `what` (a NaN learning rate trains nothing)."""
+
+    def parse(text: str) -> float:
+        try:
+            x = float(text)
+        except ValueError:
+            x = math.nan
+        if not (math.isfinite(x) and (x > low if strict else x >= low)):
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
+        return x
+
+    return parse
+
+
+# Counts of steps, epochs, batches and threads: past 2^63 nothing runs anyway.
+positive_count = whole_number(1, 2**63 - 1, "a positive whole number")
+count = whole_number(0, 2**63 - 1, "a whole number from 0")
+
+# A seed is hashed with the path of what is drawn (presk/runtime/rng.py), so any whole
+# number would do; an unsigned 64-bit one is what logs, headers and other tools can hold.
+seed_number = whole_number(0, 2**64 - 1, "a whole number from 0 to 2^64 - 1")
 
 
 class ArgParser(argparse.ArgumentParser):

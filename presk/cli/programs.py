@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from presk import backends, stages
 from presk.backends.workers import check_threads
-from presk.errors import UsageError
+from presk.cli.common import whole_number
+from presk.fileio import read_text
 from presk.front import ast
-from presk.front.bindings import parse_assignments, parse_entry
+from presk.front.bindings import check_memory, missing_entry, parse_assignments, parse_entry
 from presk.front.check import check_program
 from presk.front.elaborate import Elaborated, elaborate
 from presk.front.parser import parse
@@ -16,11 +17,10 @@ from presk.kernel.relayout import plan_path
 from presk.stages import REMATS
 
 
-def add_program_args(p, entry_required: bool = True, default_entry: str | None = None) -> None:
+def add_program_args(p, default_entry: str | None = None) -> None:
     p.add_argument("file", help="the .psk program")
-    p.add_argument(
+    p.add_argument(  # not required here: its absence is refused with the program's entries
         "--entry",
-        required=entry_required and default_entry is None,
         default=default_entry,
         metavar="E",
         help="the function to run: fn, Module.fn or 'Module{c1, c2}.fn'"
@@ -41,32 +41,44 @@ def add_program_args(p, entry_required: bool = True, default_entry: str | None =
     )
 
 
+# A program is a few kilobytes; past this it is a mistake (or /dev/zero), refused unread.
+MAX_PROGRAM_BYTES = 16 << 20
+
+
 def read_program(path: str) -> ast.Program:
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as e:
-        raise UsageError(f"cannot read {path}: {e.strerror}") from None
-    except UnicodeDecodeError:
-        raise UsageError(f"cannot read {path}: not UTF-8 text") from None
-    program = with_prelude(parse(text, path))
+    """The program at `path`, parsed and checked (E0002 if it cannot be read as text of at
+    most MAX_PROGRAM_BYTES)."""
+    program = with_prelude(parse(read_text(path, MAX_PROGRAM_BYTES), path))
     check_program(program)
     return program
 
 
-def entry_bindings(args) -> tuple:
+def entry_bindings(args, program: ast.Program) -> tuple:
     """(the entry, its dims, its consts) as `--entry`, `--dim` and `--const` give them."""
+    if args.entry is None:
+        raise missing_entry(program)
     dims = parse_assignments(args.dim, "--dim", "E3004")
     consts = parse_assignments(args.const, "--const", "E3007")
     return parse_entry(args.entry), dims, consts
 
 
 def elaborate_args(args, program: ast.Program | None = None) -> Elaborated:
-    """The entry named by `args`, elaborated into PSK-Core, its derivatives expanded."""
+    """The entry named by `args`, elaborated into PSK-Core, its derivatives expanded;
+    refused (E3012) if its buffers would not fit in memory."""
     program = program or read_program(args.file)
-    elaborated = elaborate(program, *entry_bindings(args), new_context())
+    entry, dims, consts = entry_bindings(args, program)
+    elaborated = elaborate(program, entry, dims, consts, new_context())
+    check_memory(elaborated.module, entry, dims | consts)
     stages.core(elaborated.module, getattr(args, "remat", "store"))
     return elaborated
+
+
+# MPFR takes far more, but a reference at millions of bits is no use (and GMP aborts the
+# process near 2^31).
+MAX_BITS = 65536
+
+
+reference_bits = whole_number(2, MAX_BITS, f"a whole number of bits from 2 to {MAX_BITS}")
 
 
 def add_backend_args(p, default: str = "interp") -> None:
@@ -77,7 +89,12 @@ def add_backend_args(p, default: str = "interp") -> None:
         help="interp: the exact reference; kernel: the kernel evaluator in --realize; "
         "mlir: the kernels compiled to native code through MLIR",
     )
-    p.add_argument("--bits", type=int, default=256, help="precision of the reference (default 256)")
+    p.add_argument(
+        "--bits",
+        type=reference_bits,
+        default=256,
+        help=f"precision of the reference in bits, 2 to {MAX_BITS} (default 256)",
+    )
     p.add_argument(
         "--realize",
         default="f64",
@@ -87,6 +104,7 @@ def add_backend_args(p, default: str = "interp") -> None:
     )
     p.add_argument(
         "--threads",
+        type=check_threads,
         metavar="N",
         help="worker threads of the mlir backend (default $PRESK_THREADS, else the cores)",
     )
@@ -107,7 +125,4 @@ def plan_of(args) -> str | None:
 
 def make_backend(args, module):
     """The backend the flags name, for `module` (lowered in place for a machine backend)."""
-    if args.bits < 2:
-        raise UsageError(f"--bits {args.bits}: the reference needs at least 2 bits")
-    threads = check_threads(args.threads) if args.threads is not None else None
-    return backends.make(args.backend, module, args.bits, args.realize, threads, plan_of(args))
+    return backends.make(args.backend, module, args.bits, args.realize, args.threads, plan_of(args))

@@ -1,16 +1,20 @@
 """Entries and bindings: `--entry 'Linear{3, 2}.apply'`, `--dim batch=4`, `--const D=32`.
 
-Errors are E3xxx: a malformed or unknown entry, a dim or const that the program does not
-declare, a value that is not a positive whole number.
+Errors are E3xxx: a malformed, unknown or missing entry, a dim or const that the program
+does not declare, a value that is not a positive whole number, sizes whose buffers would
+not fit in this machine's memory.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 
 from presk.errors import BindingError
 from presk.front import ast
+from presk.ir.program import read_program
+from presk.ir.types import PskType, leaves
 from presk.prims.base import counted
 
 _ENTRY = re.compile(
@@ -180,9 +184,17 @@ def entry_consts(program: ast.Program, entry: Entry, consts: dict[str, int]) -> 
 
 
 def _unknown_entry(program: ast.Program, text: str) -> BindingError:
+    return BindingError(f"no entry '{text}' (entries: {_entry_list(program)})", code="E3001")
+
+
+def missing_entry(program: ast.Program) -> BindingError:
     return BindingError(
-        f"no entry '{text}' (entries: {', '.join(available_entries(program))})", code="E3001"
+        f"give the function to run with --entry (entries: {_entry_list(program)})", code="E3001"
     )
+
+
+def _entry_list(program: ast.Program) -> str:
+    return ", ".join(available_entries(program)) or "none"
 
 
 def available_entries(program: ast.Program) -> list[str]:
@@ -195,3 +207,38 @@ def available_entries(program: ast.Program) -> list[str]:
             if isinstance(m, (ast.FnDef, ast.FnAlias))
         ]
     return out
+
+
+# The host's buffer of one element of each kind: float64, int64, bool.
+_ELEMENT_BYTES = {"real": 8, "index": 8, "bool": 1}
+
+
+def _value_bytes(t: PskType) -> int:
+    return sum(leaf.size * _ELEMENT_BYTES[leaf.kind] for _, leaf in leaves(t))
+
+
+def buffer_bytes(module) -> int:
+    """A lower bound on the memory a run of the elaborated entry takes: its arguments (the
+    parameters among them) and the largest value any function makes, as the host's
+    buffers. Python's integers cannot overflow, so sizes past int64 count exactly."""
+    program = read_program(module)
+    values = [op.type for fn in program.functions.values() for op in fn.ops]
+    largest = max(map(_value_bytes, values), default=0)
+    return sum(map(_value_bytes, program.entry_function.arg_types)) + largest
+
+
+def physical_memory() -> int:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def check_memory(module, entry: Entry, sizes: dict[str, int]) -> None:
+    """Refuse bindings whose buffers would not fit in this machine's memory, before a
+    backend allocates them (or a pass multiplies their sizes past int64)."""
+    need, have = buffer_bytes(module), physical_memory()
+    if need > have:
+        bound = ", ".join(f"{n}={v}" for n, v in sizes.items()) or "its sizes"
+        raise BindingError(
+            f"entry {entry} at {bound} needs at least {need} bytes ({need / 2**30:.3g} GiB) "
+            f"for its buffers, more than this machine's {have} bytes ({have / 2**30:.3g} GiB)",
+            code="E3012",
+        )

@@ -48,7 +48,30 @@ def edited(stopped, tmp_path, edit):
 
 @pytest.mark.parametrize("stop", ["-1", "0"])
 def test_stop_at_names_a_step(stop, tmp_path):
-    refuse(train("--out", tmp_path, "--stop-at", stop), code="E0001", says=f"--stop-at {stop}")
+    refuse(train("--out", tmp_path, "--stop-at", stop), code="E0001", says=f"--stop-at: '{stop}'")
+
+
+# A flag's value outside what training can take: refused while the flags are read.
+BAD_VALUES = [
+    ("--steps", "0"),
+    ("--epochs", "0"),
+    ("--batch", "0"),
+    ("--warmup", "-1"),
+    ("--log-every", "0"),
+    ("--checkpoint-every", "-2"),
+    ("--lr", "nan"),
+    ("--lr", "inf"),
+    ("--lr", "-0.1"),
+    ("--weight-decay", "-1"),
+    ("--clip", "0"),
+    ("--clip", "nan"),
+    ("--seed", "-1"),
+]
+
+
+@pytest.mark.parametrize("flag, value", BAD_VALUES, ids=[f"{f}={v}" for f, v in BAD_VALUES])
+def test_a_training_flag_out_of_range_is_refused(flag, value, tmp_path):
+    refuse(train("--out", tmp_path, f"{flag}={value}"), code="E0001", says=f"argument {flag}")
 
 
 def test_stop_at_a_step_the_checkpoint_has_passed(stopped, tmp_path):
