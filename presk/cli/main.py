@@ -13,7 +13,17 @@ from presk import __version__
 from presk.cli.common import ArgParser, run_cli
 
 # The commands, in the order `presk --help` lists them.
-COMMANDS: tuple[str, ...] = ("run", "train", "eval", "data", "dump", "bench", "plan", "quantize")
+COMMANDS: tuple[str, ...] = (
+    "run",
+    "train",
+    "eval",
+    "data",
+    "dump",
+    "bench",
+    "plan",
+    "quantize",
+    "params",
+)
 
 
 def _parser() -> ArgParser:

@@ -1,0 +1,42 @@
+"""presk params: an entry's parameters, initial or from a checkpoint, written by path."""
+
+from __future__ import annotations
+
+from presk.cli.common import seed_number
+from presk.cli.programs import add_program_args, elaborate_args
+from presk.errors import UsageError
+from presk.ir.program import read_program
+from presk.runtime import params_file
+from presk.runtime.inputs import parameters
+
+HELP = "write an entry's parameters (initial, or from --weights) to an .npz or .safetensors file"
+
+
+def configure(p) -> None:
+    add_program_args(p)
+    p.add_argument(
+        "--seed", type=seed_number, default=0, help="seed of the initial parameters (default 0)"
+    )
+    p.add_argument(
+        "--weights",
+        metavar="CKPT",
+        help="parameters from a checkpoint (.psk.d) or a parameters file instead of the "
+        "initializers",
+    )
+    p.add_argument(
+        "--out",
+        required=True,
+        metavar="P.npz|P.safetensors",
+        help="where to write them: one float64 array a parameter, named by its path",
+    )
+
+
+def run(args) -> int:
+    if not params_file.is_params_file(args.out):
+        raise UsageError(f"--out {args.out}: write parameters to a .npz or .safetensors file")
+    program = read_program(elaborate_args(args).module)
+    params = parameters(program, args.seed, args.weights)
+    if params is None:
+        raise UsageError(f"{args.entry} is not a module's function: it has no parameters")
+    params_file.write(args.out, params)
+    return 0
