@@ -63,3 +63,15 @@ def test_a_checkpoint_written_as_parameters_runs_to_the_checkpoints_bits(tmp_pat
     from_file = run_output(runs, "--weights", params)
     assert np.array_equal(from_ckpt.view(np.uint64), from_file.view(np.uint64))
     assert not np.array_equal(from_ckpt, run_output(runs))  # trained: not the initial values
+
+
+def test_inputs_from_safetensors_give_the_bits_of_the_same_npz(tmp_path):
+    x = np.random.default_rng(0).standard_normal((8, 3))
+    np.savez(tmp_path / "in.npz", x=x)
+    safetensors.numpy.save_file({"x": x}, str(tmp_path / "in.safetensors"))
+    apply = [REGRESSION, "--entry", "apply", "--dim", "N=8", "--backend", "kernel"]
+    outs = []
+    for name in ("in.npz", "in.safetensors"):
+        presk("run", *apply, "--inputs", tmp_path / name, "--out", tmp_path / f"{name}.out.npz")
+        outs.append(np.load(tmp_path / f"{name}.out.npz")["output"])
+    assert np.array_equal(outs[0].view(np.uint64), outs[1].view(np.uint64))

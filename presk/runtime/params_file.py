@@ -3,28 +3,25 @@
 A parameters file holds one array a parameter leaf, named by its dotted path
 (`blocks.ff.up.w`; a stack's leaves with their layer axis first), as
 `presk params` writes it and `--weights` reads it. Reals are written as float64 (an exact
-reference value rounded once, a bf16 or f32 value exactly) and read from any float
-array; a file is read into exactly the program's layout, as a checkpoint is (E9005).
+reference value rounded once, a bf16 or f32 value exactly) and read from any array whose
+values float64 holds; a file is read into exactly the program's layout, as a checkpoint
+is (E9005).
 """
 
 from __future__ import annotations
 
 import io
-import os
-import zipfile
 
 import numpy as np
 import safetensors.numpy
 
-from presk.errors import FileFormatError, UsageError
+from presk.errors import FileFormatError
 from presk.fileio import write_atomic
 from presk.ir.types import PskType
 from presk.ir.types import leaves as leaf_types
 from presk.prims import exact
-from presk.runtime import checkpoint, pskd
-from presk.runtime.values import Value, leaves
-
-SUFFIXES = (".npz", ".safetensors")
+from presk.runtime.arrays_file import SUFFIXES, open_arrays, read_leaf
+from presk.runtime.values import Tensor, Value, build, leaves
 
 
 def is_params_file(path: str) -> bool:
@@ -51,43 +48,23 @@ def write(path: str, params: Value) -> None:
     write_atomic(path, encode(path, params))
 
 
-def _read_arrays(path: str, limit: int) -> dict[str, np.ndarray]:
-    """Every array of an `.npz` or `.safetensors` file, read now (an npz reads lazily),
-    refused unless it is a real-valued array; files past `limit` bytes are refused unread."""
-    try:
-        size = os.path.getsize(path)
-        if size > limit:
-            raise FileFormatError(
-                f"{path}: {size} bytes, more than {limit} for these parameters", code="E9006"
-            )
-        if path.endswith(".safetensors"):
-            with open(path, "rb") as f:
-                arrays = safetensors.numpy.load(f.read())
-        else:
-            npz = np.load(path, allow_pickle=False)
-            if not isinstance(npz, np.lib.npyio.NpzFile):
-                raise FileFormatError(f"{path}: a .npy array, not an .npz file", code="E9006")
-            with npz:
-                arrays = {name: npz[name] for name in npz.files}
-    except FileFormatError:
-        raise
-    except OSError as e:
-        raise UsageError(f"cannot read {path}: {e.strerror or e}", code="E0002") from None
-    except (ValueError, EOFError, zipfile.BadZipFile, safetensors.SafetensorError) as e:
-        kind = "a .safetensors" if path.endswith(".safetensors") else "an .npz"
-        raise FileFormatError(f"{path}: not {kind} file ({e})", code="E9006") from None
-    for name, a in arrays.items():
-        if a.dtype.kind != "f":
-            raise FileFormatError(
-                f"{path}: parameter {name} is {a.dtype}, parameters are real (float) arrays",
-                code="E9006",
-            )
-    return arrays
-
-
 def read(path: str, param_type: PskType) -> Value:
-    """The parameter tree in `path` (`.npz` or `.safetensors`), in the program's layout."""
-    need = sum(leaf.size for _, leaf in leaf_types(param_type))
-    arrays = _read_arrays(path, limit=16 * need + (1 << 20))
-    stored = {f"params/{name}": a.astype(np.float64) for name, a in arrays.items()}
-    return checkpoint.tree_from(pskd.Container("params", {}, stored), param_type, "params", path)
+    """The parameter tree in `path` (`.npz` or `.safetensors`), refused unless it holds
+    exactly the program's paths and shapes (E9005) in real arrays (E9006)."""
+    want = dict(leaf_types(param_type))
+    with open_arrays(path) as arrays:
+        missing = [p for p in want if p not in arrays.names]
+        if missing:
+            leaf = want[missing[0]]
+            raise FileFormatError(
+                f"{path}: has no parameter {missing[0]} ({leaf.text()}) of this program",
+                code="E9005",
+            )
+        extra = sorted(set(arrays.names) - set(want))
+        if extra:
+            raise FileFormatError(
+                f"{path}: has parameter {extra[0]}, which this program lacks", code="E9005"
+            )
+        return build(
+            param_type, lambda p, leaf: Tensor(leaf, read_leaf(path, arrays, p, leaf, "E9005"))
+        )
