@@ -31,7 +31,7 @@ _KINDS = {
 def write_atomic(path: str | os.PathLike, data: str | bytes) -> None:
     """Write `data` to a temporary file beside `path`, then rename it over `path`."""
     path = os.fspath(path)
-    _refuse_unless_regular(path)
+    check_writable(path)
     directory = os.path.dirname(os.path.abspath(path))
     try:
         os.makedirs(directory, exist_ok=True)
@@ -60,9 +60,9 @@ def _discard(tmp: str) -> None:
         os.unlink(tmp)
 
 
-def _refuse_unless_regular(path: str) -> None:
+def check_writable(path: str | os.PathLike) -> None:
     """Refuse a path that exists and is not a regular file, or that cannot be looked at
-    (under a regular file, say)."""
+    (under a regular file, say): a command checks its outputs' paths before it computes."""
     try:
         mode = os.stat(path).st_mode
     except FileNotFoundError:

@@ -1,4 +1,5 @@
-"""presk params: parameters written by path, and read back by `--weights` bit for bit."""
+"""Parameters and inputs by path: `presk params` and `run --save-inputs` write them, and
+`--weights` and `--inputs` read them back bit for bit."""
 
 from __future__ import annotations
 
@@ -75,3 +76,23 @@ def test_inputs_from_safetensors_give_the_bits_of_the_same_npz(tmp_path):
         presk("run", *apply, "--inputs", tmp_path / name, "--out", tmp_path / f"{name}.out.npz")
         outs.append(np.load(tmp_path / f"{name}.out.npz")["output"])
     assert np.array_equal(outs[0].view(np.uint64), outs[1].view(np.uint64))
+
+
+def test_saved_inputs_read_back_give_the_same_bits(tmp_path):
+    program = tmp_path / "f.psk"
+    program.write_text(
+        "dim N\nfn f(x : ℝ[N, 3], i : nat{4}[N], m : bool[N]) -> ℝ[N] {\n"
+        "  sum[-1](x * x) + where(m, sum[-1](x), 0)\n}\n"
+    )
+    f = [program, "--entry", "f", "--dim", "N=5", "--backend", "kernel"]
+    presk(
+        "run", *f, "--seed", "7", "--save-inputs", tmp_path / "in.npz", "--out", tmp_path / "a.npz"
+    )
+    with np.load(tmp_path / "in.npz") as saved:
+        assert sorted(saved.files) == ["i", "m", "x"]
+        assert saved["i"].dtype == np.int64 and saved["m"].dtype == bool
+    presk("run", *f, "--inputs", tmp_path / "in.npz", "--out", tmp_path / "b.npz")
+    a, b = np.load(tmp_path / "a.npz")["output"], np.load(tmp_path / "b.npz")["output"]
+    assert np.array_equal(a.view(np.uint64), b.view(np.uint64))
+    presk("run", *f, "--out", tmp_path / "c.npz")  # seed 0 draws other inputs
+    assert not np.array_equal(a, np.load(tmp_path / "c.npz")["output"])

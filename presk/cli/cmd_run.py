@@ -7,9 +7,11 @@ import sys
 from presk.backends.host import CallContext
 from presk.cli.common import seed_number
 from presk.cli.programs import add_backend_args, add_program_args, elaborate_args, make_backend
+from presk.fileio import check_writable
 from presk.ir.program import read_program
 from presk.runtime import output
 from presk.runtime.inputs import arguments, parameters
+from presk.runtime.synth import entry_arguments
 
 HELP = "run an entry on the exact reference (--backend interp) or the kernels, and print its output"
 
@@ -25,16 +27,23 @@ def configure(p) -> None:
     )
     p.add_argument(
         "--weights",
-        metavar="CKPT.psk.d",
-        help="parameters from a checkpoint instead of the initializers",
+        metavar="CKPT|P.npz|P.safetensors",
+        help="parameters from a checkpoint (.psk.d) or a parameters file (presk params) "
+        "instead of the initializers",
     )
     p.add_argument(
         "--inputs",
-        metavar="IN.npz",
-        help="arguments from an .npz file (one array per leaf) instead of drawn",
+        metavar="IN.npz|IN.safetensors",
+        help="arguments from a file of arrays (one per leaf) instead of drawn",
     )
     p.add_argument(
         "--out", metavar="OUT.npz", help="also write the output as float64 arrays to OUT.npz"
+    )
+    p.add_argument(
+        "--save-inputs",
+        metavar="IN.npz",
+        help="also write the arguments the entry was given (drawn or read) to IN.npz, in the "
+        "form --inputs reads",
     )
     p.add_argument(
         "--format",
@@ -45,14 +54,20 @@ def configure(p) -> None:
 
 
 def run(args) -> int:
+    for path in (args.out, args.save_inputs):
+        if path:
+            check_writable(path)  # before the run, which may take long
     elaborated = elaborate_args(args)
     program = read_program(elaborated.module)
     params = parameters(program, args.seed, args.weights)
-    call_args = ([params] if params is not None else []) + arguments(
-        program, args.seed, args.inputs
-    )
+    inputs = arguments(program, args.seed, args.inputs)
+    if args.save_inputs:
+        names = [n for n, _ in entry_arguments(program, program.entry_function)]
+        output.write_npz(args.save_inputs, dict(zip(names, inputs, strict=True)))
     backend = make_backend(args, elaborated.module)
-    result = backend.call(call_args, CallContext(seed=args.seed))
+    result = backend.call(
+        ([params] if params is not None else []) + inputs, CallContext(seed=args.seed)
+    )
     if args.out:
         output.write_npz(args.out, result)
     if args.format == "json":
