@@ -96,3 +96,32 @@ def test_saved_inputs_read_back_give_the_same_bits(tmp_path):
     assert np.array_equal(a.view(np.uint64), b.view(np.uint64))
     presk("run", *f, "--out", tmp_path / "c.npz")  # seed 0 draws other inputs
     assert not np.array_equal(a, np.load(tmp_path / "c.npz")["output"])
+
+
+def test_training_starts_from_the_parameters_init_gives(tmp_path):
+    presk("params", *LOSS, "--seed", "4", "--out", tmp_path / "p.npz")
+    steps = ["--backend", "kernel", "--steps", "2", "--quiet"]
+    presk("train", REGRESSION, *steps, "--seed", "4", "--out", tmp_path / "a")
+    presk(
+        "train",
+        REGRESSION,
+        *steps,
+        "--init",
+        tmp_path / "p.npz",
+        "--seed",
+        "4",
+        "--out",
+        tmp_path / "b",
+    )
+    presk("train", REGRESSION, *steps, "--out", tmp_path / "c")  # seed 0: other parameters
+    a, b, c = (
+        read_params_of(tmp_path / run / "checkpoint.psk.d", tmp_path / f"{run}.npz")
+        for run in "abc"
+    )
+    assert all(np.array_equal(a[k].view(np.uint64), b[k].view(np.uint64)) for k in a)
+    assert not all(np.array_equal(a[k], c[k]) for k in a)
+
+
+def read_params_of(checkpoint, path) -> dict[str, np.ndarray]:
+    presk("params", *LOSS, "--weights", checkpoint, "--out", path)
+    return read_params(path)

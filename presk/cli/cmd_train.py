@@ -92,6 +92,12 @@ def configure(p) -> None:
         metavar="DIR",
         help="checkpoint, log.csv and loss.png go here (default runs/<program>)",
     )
+    p.add_argument(
+        "--init",
+        metavar="P",
+        help="start from these parameters (a checkpoint, or an .npz or .safetensors file "
+        "from presk params) instead of the initializers",
+    )
     p.add_argument("--resume", metavar="CKPT.psk.d", help="continue from a checkpoint of this run")
     p.add_argument(
         "--stop-at",
@@ -142,6 +148,8 @@ def check_stop_at(stop_at: int | None, reached: int) -> None:
 
 
 def run(args) -> int:
+    if args.init and args.resume:
+        raise UsageError("--init starts a run and --resume continues one: give one of them")
     realization = realizations.read(args.realize)
     if realization.params or realization.quant:
         raise RealizationError(
@@ -178,6 +186,7 @@ def run(args) -> int:
         "realize": realization_record(realization),
         "remat": args.remat,
         "data": os.path.abspath(args.data) if args.data else None,
+        "init": os.path.abspath(args.init) if args.init else None,
         "hyper": asdict(hyper),
         "steps": steps,
     }
@@ -191,7 +200,7 @@ def run(args) -> int:
             )
         check_stop_at(args.stop_at, state.step)
     else:
-        params = parameters(core, args.seed, None)
+        params = parameters(core, args.seed, args.init)
         state = State(params, zeros_like(params), zeros_like(params))
     trainer = Trainer(
         core,

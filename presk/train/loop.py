@@ -342,6 +342,7 @@ TRAINING_META = {
         "realize": REALIZATION,
         "remat": {"type": "string"},
         "data": {"type": ["string", "null"]},
+        "init": {"type": ["string", "null"]},
         "hyper": {
             "type": "object",
             "properties": {

@@ -158,3 +158,11 @@ def test_malformed_training_meta(stopped, case, tmp_path):
     path = edited(stopped, tmp_path, edit)
     line = refuse(train("--out", tmp_path / "out", "--resume", path), code="E9002", says=says)
     assert "header.json" in line, line
+
+
+def test_init_and_resume_together_are_refused(stopped, tmp_path):
+    refuse(train("--out", tmp_path, "--init", stopped[0], "--resume", stopped[0]), code="E0001")
+
+
+def test_init_from_a_missing_file_is_refused(tmp_path):
+    refuse(train("--out", tmp_path, "--init", tmp_path / "absent.npz"), code="E0002")
