@@ -24,6 +24,28 @@ def fusible(op: ir.Operation) -> bool:
     return prim is not None and prim.scalar is not None and prim.name != "dropout"
 
 
+def group_roots(func) -> dict[str, str]:
+    """Each fusible op of a host `func.func` by site -> the site of its group's root (a
+    lone op is its own root). Sites, not ops, are the keys: an op's hash in the bindings
+    changes with its attributes."""
+    root: dict[str, str] = {}
+    for op in reversed([op.operation for op in func.regions[0].blocks[0].operations]):
+        if not fusible(op):
+            continue
+        users = [use.owner.operation for use in op.results[0].uses]
+        user = site_of(users[0]) if len({site_of(u) for u in users}) == 1 else None
+        joins = user in root and psk_type(users[0].results[0]).axes == psk_type(op.results[0]).axes
+        root[site_of(op)] = root[user] if joins else site_of(op)
+    return root
+
+
+def interior_sites(func) -> set[str]:
+    """The sites of a function's ops whose values stay inside their group (in registers,
+    never stored): every member but the root. psk-vjp recomputes these for the backward
+    rather than keep them, so a function's `fwd` is fused as the function is."""
+    return {site for site, root in group_roots(func).items() if site != root}
+
+
 @dataclass(frozen=True)
 class PskFuse(Pass):
     name = "psk-fuse"
@@ -33,25 +55,11 @@ class PskFuse(Pass):
         for func in walk_ops(module, "func.func"):
             if "psk_kernel.kernel" in func.attributes:
                 continue
-            ops = [op.operation for op in func.regions[0].blocks[0].operations]
-            # site -> the site of its group's root (sites, not ops, are the keys: an op's
-            # hash in the bindings changes with its attributes)
-            root: dict[str, str] = {}
-            for op in reversed(ops):
-                if not fusible(op):
-                    continue
-                users = {site_of(use.owner.operation) for use in op.results[0].uses}
-                user = next(iter(users)) if len(users) == 1 else None
-                if user in root:
-                    user_op = next(u.owner.operation for u in op.results[0].uses)
-                    same = psk_type(user_op.results[0]).axes == psk_type(op.results[0]).axes
-                else:
-                    same = False
-                if same:
-                    root[site_of(op)] = root[user]
-                    op.attributes["psk.group"] = ir.StringAttr.get(root[user])
-                else:
-                    root[site_of(op)] = site_of(op)
+            root = group_roots(func)
+            for op in func.regions[0].blocks[0].operations:
+                group = root.get(site_of(op.operation))
+                if group is not None and group != site_of(op.operation):
+                    op.operation.attributes["psk.group"] = ir.StringAttr.get(group)
 
 
 PASS = PskFuse

@@ -6,11 +6,13 @@ included) two new functions:
 
 - `F.fwd(args) -> (y, res)`: F's forward ops replayed, its sites kept (so a realization
   sees the forward's ops wherever they run), and the residuals the backward reads:
-  with `remat=store` (the default) every forward value and its callees' residuals, with
-  `remat=recompute` only the arguments;
+  with `remat=store` (the default) every forward value but those inside a fusion group
+  (psk-fuse's groups of F) and its callees' residuals, with `remat=recompute` only the
+  arguments. So `F.fwd` fuses as F does, and gives F's bits in bf16 too;
 - `F.bwd(res, ct) -> (ct of each argument)`: with `recompute`, the forward replayed from
   the arguments first; then each op's adjoint (its primitive's `vjp` rule, presk/prims)
-  from the last op to the first, cotangents of values used twice added. A call's
+  from the last op to the first, cotangents of values used twice added. A value inside
+  a group that an adjoint reads is recomputed from the group's inputs. A call's
   cotangents come from its callee's `bwd`, a fold's from `psk.fold_bwd` (the layers in
   reverse, their cotangents stacked).
 
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 
 from mlir import ir
 from presk.passes import Pass
+from presk.passes.psk_fuse import interior_sites
 
 from presk.errors import PassError, UsageError
 from presk.ir.build import FuncBuilder, V
@@ -94,6 +97,7 @@ class Derivatives:
         self.remat = remat
         self.pairs: dict[str, Pair] = {}
         self.entries: dict[tuple[str, str], str] = {}
+        self.funcs: dict | None = None  # the module's func.func ops by name, once read
 
     # ---- the forward replay ----
     def replay(self, b: FuncBuilder, fn: Function, args: list[V], keep: bool):
@@ -138,6 +142,18 @@ class Derivatives:
                 slots[op.out] = self.structural(b, op, ins, loc)
         return slots, nested
 
+    def interior(self, fn: Function) -> set[int]:
+        """F's slots whose values stay inside a fusion group (psk-fuse's groups of F).
+        Neither `fwd` keeps them nor `bwd` reads the forward's: keeping one would give it a
+        second reader and cut its group, and in bf16 a cut group rounds where F does not."""
+        if self.funcs is None:
+            self.funcs = {
+                ir.StringAttr(f.attributes["sym_name"]).value: f
+                for f in walk_ops(self.module.operation, "func.func")
+            }
+        sites = interior_sites(self.funcs[fn.name])
+        return {op.out for op in fn.ops if op.site in sites}
+
     @staticmethod
     def structural(b: FuncBuilder, op: Op, ins: list[V], loc) -> V:
         if op.name == "psk.field":
@@ -164,15 +180,22 @@ class Derivatives:
         fb = FuncBuilder(self.module, f"{name}.fwd", inputs, fn.site_prefix)
         store = self.remat == "store"
         slots, nested = self.replay(fb, fn, fb.args, keep=store)
-        saved = slots + [nested[i] for i in sorted(nested)] if store else list(fb.args)
+        interior = self.interior(fn)
+        kept = [j for j in range(len(slots)) if j not in interior]
+        if store:
+            saved = [slots[j] for j in kept] + [nested[i] for i in sorted(nested)]
+        else:
+            saved = list(fb.args)
         res = fb.tuple(saved)
         fb.ret(fb.tuple([slots[fn.result], res]))
         pair = Pair(f"{name}.fwd", f"{name}.bwd", res.type, fn.result_type)
         self.pairs[name] = pair
-        self.backward(fn, pair, len(slots), sorted(nested))
+        self.backward(fn, pair, kept, sorted(nested), interior)
         return pair
 
-    def backward(self, fn: Function, pair: Pair, n_slots: int, nested_order: list[int]) -> None:
+    def backward(
+        self, fn: Function, pair: Pair, kept: list[int], nested_order: list[int], interior: set
+    ) -> None:
         b = FuncBuilder(
             self.module,
             pair.bwd,
@@ -182,25 +205,39 @@ class Derivatives:
         res, ct0 = b.args
         n_args = len(fn.arg_types)
         if self.remat == "store":
-            cache: dict[int, V] = {}
+            position = {j: k for k, j in enumerate(kept)}
 
-            def fwd(j: int) -> V:
-                if j not in cache:
-                    cache[j] = b.get(res, j)
-                return cache[j]
+            def saved(j: int) -> V:
+                return b.get(res, position[j])
 
             def nested(i: int) -> V:
-                return b.get(res, n_slots + nested_order.index(i))
+                return b.get(res, len(kept) + nested_order.index(i))
 
         else:
             args = [b.get(res, j) for j in range(n_args)]
             slots, replayed = self.replay(b, fn, args, keep=True)
 
-            def fwd(j: int) -> V:
+            def saved(j: int) -> V:
                 return slots[j]
 
             def nested(i: int) -> V:
                 return replayed[i]
+
+        producer = {op.out: op for op in fn.ops}
+        cache: dict[int, V] = {}
+
+        def fwd(j: int) -> V:
+            """A forward value: kept (or replayed), or, inside a group, recomputed from the
+            group's inputs apart from the group, which it would otherwise cut (with a site
+            of the backward's: a replay in `bwd` has the forward's)."""
+            if j not in cache:
+                if j in interior:
+                    op = producer[j]
+                    ins = [fwd(k) for k in op.ins]
+                    cache[j] = Emitter(b, op).prim(op.prim.name, ins, op.attrs)
+                else:
+                    cache[j] = saved(j)
+            return cache[j]
 
         need = _need(fn)
         acc = Accumulator(b, fwd)
@@ -288,7 +325,12 @@ class Accumulator:
         self.ct: dict[int, object] = {}
 
     def add(self, slot: int, c) -> None:
-        self.ct[slot] = c if slot not in self.ct else self.combine(self.ct[slot], c, self.fwd(slot))
+        if slot not in self.ct:
+            self.ct[slot] = c
+            return
+        # tensors' cotangents just add: their forward value (perhaps a recomputation) unread
+        like = None if isinstance(c, V) and isinstance(c.type, TensorType) else self.fwd(slot)
+        self.ct[slot] = self.combine(self.ct[slot], c, like)
 
     def combine(self, a, c, like: V):
         if isinstance(a, V) and isinstance(c, V) and isinstance(a.type, TensorType):

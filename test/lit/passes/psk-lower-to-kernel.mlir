@@ -17,7 +17,7 @@
 // CHECK:        arith.mulf
 // CHECK-NEXT:   arith.addf
 
-// BAD: error: psk-lower-to-kernel: type is f64, f32 or bf16, not 'f16'
+// BAD: error[E0001]: psk-lower-to-kernel: type is f64, f32 or bf16, not 'f16'
 module attributes {psk.dims = {N = 2 : i64}, psk.entry = @dot_rows, psk.params = [], psk.program = "families.psk"} {
   func.func @dot_rows(%arg0: !psk.real<array<i64: 2, 3>, ["N", ""]> {psk.name = "x"}, %arg1: !psk.real<array<i64: 3, 2>, ["", ""]> {psk.name = "w"}) -> !psk.real<array<i64: 2, 2>, ["N", ""]> attributes {psk.function = "dot_rows"} {
     %0 = "psk.dot"(%arg0, %arg1) {psk.site = "dot_rows/%0"} : (!psk.real<array<i64: 2, 3>, ["N", ""]>, !psk.real<array<i64: 3, 2>, ["", ""]>) -> !psk.real<array<i64: 2, 2>, ["N", ""]>
