@@ -151,18 +151,24 @@ def plan() -> dict:
     )
 
 
-def check(value, schema: dict, file: str) -> None:
-    """Refuse `value` (read from `file`) unless `schema` holds of it: E7001 with the path
-    and message of the violation jsonschema ranks first (`best_match`: the shallowest)."""
+def first_violation(value, schema: dict):
+    """The violation of `schema` by `value` that jsonschema ranks first (`best_match`: the
+    shallowest), or None. Integers are strict: JSON Schema counts 8.0 (and, in Python,
+    True) an integer, but no size, depth, step or bit count presk reads is written so."""
     from jsonschema import Draft202012Validator, validators
     from jsonschema.exceptions import best_match
 
-    # JSON Schema counts 8.0 an integer; a size, a depth or a bit count is not written so
     types = Draft202012Validator.TYPE_CHECKER.redefine(
         "integer", lambda _, x: isinstance(x, int) and not isinstance(x, bool)
     )
     validator = validators.extend(Draft202012Validator, type_checker=types)(schema)
-    error = best_match(validator.iter_errors(value))
+    return best_match(validator.iter_errors(value))
+
+
+def check(value, schema: dict, file: str) -> None:
+    """Refuse `value` (read from `file`) unless `schema` holds of it: E7001 with the path
+    and message of the first violation."""
+    error = first_violation(value, schema)
     if error is not None:
         raise RealizationError(_message(error, schema, value, file), code="E7001")
 

@@ -19,9 +19,7 @@ import time
 from dataclasses import dataclass, field
 from itertools import pairwise
 
-import jsonschema
 import numpy as np
-from jsonschema.exceptions import best_match
 
 from presk.backends.host import CallContext
 from presk.errors import BindingError, FileFormatError, RuntimeDataError
@@ -31,7 +29,7 @@ from presk.ir.types import REAL_SCALAR, TensorType
 from presk.runtime import checkpoint
 from presk.runtime.synth import entry_arguments, synth_input
 from presk.runtime.values import Tensor, Value, map_tensors
-from presk.schemas import REALIZATION
+from presk.schemas import REALIZATION, first_violation
 from presk.train.data import Windows, next_token_pair
 from presk.train.step import HYPER, SYMBOL
 
@@ -365,19 +363,10 @@ TRAINING_META = {
 }
 
 
-# JSON Schema counts 5.0 an integer; a step or a seed written by presk never is one.
-_MetaValidator = jsonschema.validators.extend(
-    jsonschema.Draft202012Validator,
-    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
-        "integer", lambda _, x: isinstance(x, int) and not isinstance(x, bool)
-    ),
-)
-
-
 def check_training_meta(path: str, meta) -> None:
     """Refuse (E9002) a checkpoint meta that `resume` cannot read: a field missing or of
     the wrong type, a step past the run's end, rows out of order or past the step."""
-    error = best_match(_MetaValidator(TRAINING_META).iter_errors(meta))
+    error = first_violation(meta, TRAINING_META)
     if error is not None:
         where = "meta" + "".join(f"[{p!r}]" for p in error.absolute_path)
         raise FileFormatError(f"{path}: header.json: {where}: {error.message}", code="E9002")
