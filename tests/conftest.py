@@ -42,12 +42,27 @@ def repo() -> Path:
     return REPO
 
 
+def pytest_sessionfinish(session):
+    """An xdist worker hands its bad-input counts to the controller, which prints them."""
+    from bad_input.refusal import TALLY
+
+    if hasattr(session.config, "workeroutput"):
+        session.config.workeroutput["bad_input"] = dict(TALLY)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    from bad_input.refusal import TALLY
+
+    TALLY.update(getattr(node, "workeroutput", {}).get("bad_input", {}))
+
+
 def pytest_terminal_summary(terminalreporter):
     """The bad-input suite's count, so a run shows how many refusals it checked."""
     from bad_input.refusal import TALLY
 
     if TALLY:
         terminalreporter.write_line(
-            f"bad input: {TALLY['refused']} refused with a code, "
+            f"bad input: {TALLY['refused']} refused with a code, {TALLY['accepted']} accepted, "
             f"{TALLY['traceback']} tracebacks, {TALLY['signal']} signals"
         )

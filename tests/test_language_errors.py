@@ -61,6 +61,9 @@ SYNTAX = [
     case("missing_comma", "fn f(x : ℝ, y : ℝ) -> ℝ {\n  max(x y)\n}\n", AST, "E1002", "2:9", "unexpected 'y'"),
     case("eof_inside_module", "module M {\n  param w : ℝ[3] = zeros\n", AST, "E1003", "2:25", "'fn', 'param', 'sub', '}'"),
     case("eof_inside_expression", "fn f(x : ℝ) -> ℝ {\n  x -", AST, "E1003", "2:6", "'(', '-', '{', a name, a number"),
+    # Past the digits Python converts to an int (found by tests/bad_input/test_fuzz_programs.py).
+    case("number_too_long", "fn f(x : ℝ) -> ℝ {\n  x * " + "9" * 5000 + "\n}\n", AST, "E1005", "2:7", "5000 digits (at most 500)"),
+    case("dim_default_too_long", "dim N = " + "9" * 501 + "\n", AST, "E1005", "1:9", "501 digits"),
     # Refused while the syntax tree is built (errors raised inside lark's transformer).
     case("nat_with_two_bounds", "fn f(x : nat{3, 4}[2]) -> ℝ { 1 }\n", AST, "E2010", "1:10"),
     case("precision_twice", "precision = budget(rel_error = 0.1)\nprecision = budget(rel_error = 0.1)\n", AST, "E2002", "2:1"),
@@ -124,6 +127,7 @@ TYPING = [
     case("reduce_unknown_axis", "fn f(x : ℝ[a: 2, b: 3]) -> ℝ[a: 2] {\n  sum[c](x)\n}\n", F, "E2004", "2:3", "no axis named c"),
     case("stacked_function_called", LAYER + "module M {\n  sub l = stack{2} L\n  fn f(x : ℝ[B, 3]) -> ℝ[B, 3] {\n    l.apply(x)\n  }\n}\n", ("--entry", "M.f", "--dim", "B=2"), "E2012", "9:5"),
     case("tuple_into_wrong_count", "fn f(x : ℝ) -> ℝ {\n  let (p, q, r) = (x, x)\n  p\n}\n", F, "E2015", "2:3"),
+    case("scale_infinite", "module M {\n  param w : ℝ = normal(scale = exp(1e10))\n  fn f() -> ℝ { w }\n}\n", ("--entry", "M.f"), "E2017", "2:32", "positive and finite, not exp(1e10)"),
 ]
 
 BINDINGS = [

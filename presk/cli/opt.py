@@ -12,12 +12,13 @@ import shutil
 import sys
 import tempfile
 
+import numpy as np
 from mlir import ir
 
 from presk import __version__
 from presk.cli.common import ArgParser, run_cli
-from presk.errors import PreskError, UsageError
-from presk.fileio import write_atomic
+from presk.errors import IRError, PreskError, source_error
+from presk.fileio import read_text, write_atomic
 from presk.ir.context import new_context
 from presk.ir.diagnostics import ir_error
 from presk.ir.pipeline import build_pass_manager
@@ -25,6 +26,14 @@ from presk.passes import registry
 from presk.toolchain import upstream_passes
 
 SPLIT_MARKER = re.compile(r"^// -----.*$", re.MULTILINE)
+# What presk-opt reads: a large model's IR is a few megabytes.
+MAX_INPUT_BYTES = 64 << 20
+# Bracket nesting: presk's own IR nests about 16 deep, MLIR's parser crashes at thousands.
+MAX_NESTING = 256
+_OPENS, _CLOSES = [ord(c) for c in "{([<"], [ord(c) for c in "})]>"]
+# A string (or its unterminated start), a comment, the arrows and `>=` whose `>` closes
+# nothing, and what is not ASCII (outside strings, a parse error to come).
+_NOT_BRACKETS = re.compile(r'"(?:[^"\\\n]|\\.)*"?|//[^\n]*|->|>=|[^\x00-\x7f]+')
 
 
 def _parser() -> ArgParser:
@@ -79,6 +88,36 @@ def list_passes() -> str:
     for name, desc in upstream_passes():
         lines.append(f"  {name:<32} {desc}")
     return "\n".join(lines) + "\n"
+
+
+def read_input(path: str) -> tuple[str, str]:
+    """(the text, its name in errors) of the input, `-` being stdin: UTF-8 of at most
+    MAX_INPUT_BYTES (E0002), its brackets nested at most MAX_NESTING deep (E1004)."""
+    display = "<stdin>" if path == "-" else path
+    stream = sys.stdin.buffer if path == "-" else None
+    text = read_text(display, MAX_INPUT_BYTES, stream)
+    offset = _too_deep(text)
+    if offset is not None:
+        line = text.count("\n", 0, offset) + 1
+        col = offset - (text.rfind("\n", 0, offset) + 1) + 1
+        message = f"MLIR nested deeper than {MAX_NESTING} levels"
+        raise source_error(IRError, "E1004", message, display, text, line, col)
+    return text, display
+
+
+def _too_deep(text: str) -> int | None:
+    """Where the first bracket opening level MAX_NESTING + 1 is (an index into `text`),
+    counting `{ ( [ <` outside strings and comments; None if the text nests no deeper.
+    MLIR's parser recurses in C++ once a level and overflows the stack (a signal, not
+    an error) at a few thousand, so the text is measured before it is handed over."""
+    # Blank what is not a bracket but may look like one, leaving ASCII in which each
+    # byte is the character of the same index.
+    masked = _NOT_BRACKETS.sub(lambda m: " " * len(m.group()), text)
+    codes = np.frombuffer(masked.encode("ascii"), np.uint8)
+    brackets = np.flatnonzero(np.isin(codes, _OPENS + _CLOSES))
+    steps = np.where(np.isin(codes[brackets], _OPENS), 1, -1)
+    over = np.flatnonzero(np.cumsum(steps) > MAX_NESTING)
+    return int(brackets[over[0]]) if over.size else None
 
 
 def _chunks(text: str, split: bool) -> list[tuple[str, int]]:
@@ -147,15 +186,7 @@ def main(argv: list[str]) -> int:
     if args.list_passes:
         sys.stdout.write(list_passes())
         return 0
-    if args.input == "-":
-        text, display = sys.stdin.read(), "<stdin>"
-    else:
-        try:
-            with open(args.input, encoding="utf-8") as f:
-                text = f.read()
-        except OSError as e:
-            raise UsageError(f"cannot read {args.input}: {e.strerror}") from None
-        display = args.input
+    text, display = read_input(args.input)
     ctx = new_context()
     outputs, failed = [], False
     for chunk, offset in _chunks(text, args.split_input_file):

@@ -135,6 +135,17 @@ class RecordLit(Node):
 Expr = IntLit | FloatLit | Name | Field | Item | Call | Static | Neg | BinOp | TupleLit | RecordLit
 
 
+def chain(e: Expr) -> tuple[Expr, list[BinOp]]:
+    """`a + b - c …` as its first operand and its operations, left to right: a sum of a
+    thousand terms is a thousand left operands deep, so readers loop over it instead of
+    recursing (presk/front/parser.py)."""
+    links = []
+    while isinstance(e, BinOp):
+        links.append(e)
+        e = e.lhs
+    return e, links[::-1]
+
+
 # ---- declarations ------------------------------------------------------------------------
 
 

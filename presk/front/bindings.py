@@ -18,8 +18,12 @@ from presk.ir.types import PskType, leaves
 from presk.prims.base import counted
 
 _ENTRY = re.compile(
-    r"^\s*(?P<mod>[^\W\d]\w*)\s*(?:\{(?P<consts>[^{}]*)\})?\s*\.\s*(?P<fn>[^\W\d]\w*)\s*$"
+    r"^\s*(?P<mod>[^\W\d]\w*)\s*(?:\{(?P<consts>[^{}]*)\})?\s*\.\s*(?P<fn>[^\W\d]\w*)"
+    r"(?:\s*\.\s*(?P<derivative>grad|vjp))?\s*$"
 )
+# `--entry f.grad`, `'M{3}.loss.vjp'`: the derivative of a function, as if the program
+# declared `fn _ = grad(f)` or `fn _ = f.vjp` beside it.
+DERIVATIVES = ("grad", "vjp")
 _FN = re.compile(r"^\s*(?P<fn>[^\W\d]\w*)\s*$")
 MAX_SIZE = 2**63 - 1  # MLIR holds sizes as 64-bit integers
 
@@ -44,12 +48,14 @@ class Entry:
     module: str | None  # None for a top-level function
     const_args: tuple[str, ...] | None  # as written inside { }, or None when absent
     function: str
+    derivative: str | None = None  # "grad" or "vjp" of the function, or None
 
     def __str__(self) -> str:
+        suffix = f".{self.derivative}" if self.derivative else ""
         if self.module is None:
-            return self.function
+            return self.function + suffix
         consts = "{" + ", ".join(self.const_args) + "}" if self.const_args is not None else ""
-        return f"{self.module}{consts}.{self.function}"
+        return f"{self.module}{consts}.{self.function}{suffix}"
 
 
 def parse_entry(text: str) -> Entry:
@@ -66,7 +72,7 @@ def parse_entry(text: str) -> Entry:
         consts = tuple(c.strip() for c in m["consts"].split(","))
         if any(not c for c in consts):
             raise BindingError(f"malformed entry '{text}': an empty const", code="E3002")
-    return Entry(m["mod"], consts, m["fn"])
+    return Entry(m["mod"], consts, m["fn"], m["derivative"])
 
 
 def parse_assignments(items: list[str] | None, flag: str, code: str) -> dict[str, int]:
@@ -101,6 +107,13 @@ def check_dims(program: ast.Program, dims: dict[str, int]) -> None:
 def resolve_entry(program: ast.Program, entry: Entry, consts: dict[str, int]) -> Entry:
     """A bare function name that is no top-level function names the module that has it:
     the only one, or the only one whose consts are exactly those `--const` binds."""
+    if (
+        entry.module not in program.modules
+        and entry.function in DERIVATIVES
+        and entry.const_args is None
+        and entry.derivative is None
+    ):  # `f.grad` for a function f, not a module's function
+        entry = Entry(None, None, entry.module, entry.function)
     if entry.module is not None or entry.function in program.functions:
         return entry
     owners = [
@@ -112,7 +125,7 @@ def resolve_entry(program: ast.Program, entry: Entry, consts: dict[str, int]) ->
         exact = [o for o in owners if set(program.modules[o].consts) == set(consts)]
         owners = exact or owners
     if len(owners) == 1:
-        return Entry(owners[0], None, entry.function)
+        return Entry(owners[0], None, entry.function, entry.derivative)
     if len(owners) > 1:
         raise BindingError(
             f"entry '{entry}' is in several modules ({', '.join(owners)}): "

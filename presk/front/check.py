@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import gmpy2
+
 from presk.errors import SourceError, Span, source_error
 from presk.front import ast
 from presk.front.elaborate import CONSTANTS, INIT_KINDS, REDUCING, SPECIAL_FORMS
@@ -19,6 +21,9 @@ from presk.prims.base import Prim, counted
 
 _HIDDEN_PRIMS = ("const", "to_real", "reduce_max", "gt")
 _ALIAS_FORM = "fn name = ... defines a function from grad(f) or f.vjp"
+# Levels of submodules (E2019): a real model nests a few deep; each is a level of its
+# parameter record, which much of presk walks recursively.
+MAX_MODULE_DEPTH = 32
 
 
 def _takes_statics(name: str) -> bool:
@@ -64,7 +69,7 @@ class _Checker:
             self.function(f, None)
         if self.p.precision is not None:
             self.precision(self.p.precision)
-        self.module_cycles()
+        self.module_nesting()
 
     def definitions(self) -> None:
         seen: dict[str, str] = {}
@@ -123,12 +128,15 @@ class _Checker:
                 self.function(mem, m)
 
     def size_names(self, e: ast.Expr, consts: set[str]) -> None:
-        if isinstance(e, ast.Name):
-            if e.id not in consts and e.id not in self.dims:
-                raise self.err("E2001", f"unknown size '{e.id}' (not a const or a dim)", e.span)
-        elif isinstance(e, ast.BinOp):
-            self.size_names(e.lhs, consts)
-            self.size_names(e.rhs, consts)
+        first, links = ast.chain(e)
+        for part in [first, *(b.rhs for b in links)]:
+            if isinstance(part, ast.Name):
+                if part.id not in consts and part.id not in self.dims:
+                    raise self.err(
+                        "E2001", f"unknown size '{part.id}' (not a const or a dim)", part.span
+                    )
+            elif isinstance(part, ast.BinOp):
+                self.size_names(part, consts)
 
     def type_names(self, t, consts: set[str]) -> None:
         if isinstance(t, ast.TensorTypeExpr):
@@ -233,8 +241,9 @@ class _Checker:
                 return self.special(e, scope, m)
             return None
         if isinstance(e, ast.BinOp):
-            self.expr(e.lhs, scope, m)
-            self.expr(e.rhs, scope, m)
+            first, links = ast.chain(e)
+            for operand in [first, *(b.rhs for b in links)]:
+                self.expr(operand, scope, m)
         elif isinstance(e, ast.Neg):
             self.expr(e.x, scope, m)
         elif isinstance(e, ast.Item):
@@ -301,19 +310,20 @@ class _Checker:
         m = self.owner.get(id(f))
         return f"{m.name}.{f.name}" if m is not None else f.name
 
-    def fn_arity(self, f: ast.FnDef | ast.FnAlias, seen: tuple = ()) -> int | None:
-        """The number of arguments `f` takes; None for an alias that does not resolve."""
-        if isinstance(f, ast.FnDef):
-            return len(f.params)
-        if id(f) in seen:
-            return None
-        target = self.alias_target(f)
-        if target is None:
-            return None
-        n = self.fn_arity(target.of, (*seen, id(f)))
-        if n is None:
-            return None
-        return n + 1 if target.kind == "vjp" else n
+    def fn_arity(self, f: ast.FnDef | ast.FnAlias) -> int | None:
+        """The number of arguments `f` takes; None for an alias that does not resolve.
+        An alias chain (`fn h = g.vjp`, `fn g = grad(f)`, …) is followed in a loop."""
+        cotangents, seen = 0, set()
+        while isinstance(f, ast.FnAlias):
+            if id(f) in seen:
+                return None
+            seen.add(id(f))
+            target = self.alias_target(f)
+            if target is None:
+                return None
+            cotangents += target.kind == "vjp"  # f.vjp takes f's arguments and a cotangent
+            f = target.of
+        return len(f.params) + cotangents
 
     def alias_target(self, f: ast.FnAlias) -> _Derivative | None:
         """What `fn h = grad(g)` or `fn h = g.vjp` is made from; None for any other form."""
@@ -382,26 +392,34 @@ class _Checker:
         v = d.args[0].value
         if (
             not isinstance(v, (ast.FloatLit, ast.IntLit))
-            or float(getattr(v, "text", getattr(v, "value", 0))) <= 0
+            or gmpy2.mpfr(getattr(v, "text", getattr(v, "value", 0))) <= 0  # 1e-400 is not 0
         ):
             raise self.err("E2018", "a precision budget is a positive number", v.span)
 
-    def module_cycles(self) -> None:
-        state: dict[str, int] = {}
+    def module_nesting(self) -> None:
+        """No module contains itself (E2013), nor nests more than MAX_MODULE_DEPTH deep
+        (E2019, at the sub one level too deep)."""
+        deepest: dict[str, int] = {}  # the deepest level each module was seen at
+        inside: set[str] = set()  # the modules of the path being walked
 
-        def visit(name: str, span: Span) -> None:
-            if state.get(name) == 1:
+        def visit(name: str, span: Span, level: int) -> None:
+            if name in inside:
                 raise self.err("E2013", f"module {name} contains itself", span)
-            if state.get(name) == 2:
-                return
-            state[name] = 1
+            if level > MAX_MODULE_DEPTH:
+                raise self.err(
+                    "E2019", f"modules nested deeper than {MAX_MODULE_DEPTH} levels", span
+                )
+            if deepest.get(name, 0) >= level:
+                return  # what it contains was walked from a level at least as deep
+            deepest[name] = level
+            inside.add(name)
             for mem in self.p.modules[name].members:
                 if isinstance(mem, ast.SubDef):
-                    visit(mem.module, mem.module_span)
-            state[name] = 2
+                    visit(mem.module, mem.module_span, level + 1)
+            inside.discard(name)
 
         for name, m in self.p.modules.items():
-            visit(name, m.span)
+            visit(name, m.span, 1)
 
 
 def check_program(program: ast.Program) -> None:

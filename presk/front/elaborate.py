@@ -13,13 +13,17 @@ with a leading axis, read by `psk.fold` with the layer's function as callee.
 
 from __future__ import annotations
 
+import sys
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+import gmpy2
 from mlir import ir
 
 from presk.errors import BindingError, SourceError, Span, source_error
 from presk.front import ast
 from presk.front.bindings import MAX_SIZE, Entry, check_dims, entry_consts, resolve_entry
+from presk.front.parser import MAX_NESTING
 from presk.ir.build import FuncBuilder, V
 from presk.ir.types import (
     REAL_SCALAR,
@@ -41,6 +45,14 @@ REDUCING = {"max": "reduce_max"}
 _BINOPS = {"+": "add", "-": "sub", "*": "mul", "/": "div"}
 _NUMBER_STATICS = {"split_heads", "dropout"}  # their bracket arguments are numbers
 _INIT_PRECEDENCE = {"+": 1, "-": 1, "*": 2, "/": 2}  # initializer arguments' operators
+_SIZE_FORM = "a size is a whole number made of consts, dims, + - * /"
+_INIT_FORM = "initializer arguments are numbers, consts, + - * /, sqrt, exp, log"
+MAX_INIT_OPERATIONS = 64  # an initializer's scale is a short formula, `1 / sqrt(D)`
+# Calls an elaboration may nest (E2019): a real program nests a few tens deep.
+MAX_CALL_DEPTH = 128
+# The Python frames elaborating may stack at the limits: every call nested under an
+# expression MAX_NESTING deep, a few frames a level (Python's own limit is 1000).
+_FRAMES = 4 * (MAX_CALL_DEPTH + 1) * (MAX_NESTING + 1) + 1000
 INIT_KINDS = {"zeros": (), "ones": (), "normal": ("scale",), "uniform": ("scale",)}
 
 
@@ -149,12 +161,23 @@ class Elaborator:
     def size(self, e: ast.Expr, consts: dict[str, int]) -> int:
         """A size expression: whole numbers, consts and dims with + - * /, each part a
         64-bit integer (as MLIR holds sizes)."""
-        n = self._size(e, consts)
+        return self._bounded(self._size(e, consts), e.span)
+
+    def _bounded(self, n: int, span: Span) -> int:
         if abs(n) > MAX_SIZE:
-            raise self.error("E2010", f"the size {n} is too large (sizes are below 2^63)", e.span)
+            raise self.error("E2010", f"the size {n} is too large (sizes are below 2^63)", span)
         return n
 
     def _size(self, e: ast.Expr, consts: dict[str, int]) -> int:
+        if isinstance(e, ast.BinOp):
+            first, links = ast.chain(e)
+            outside = [b for b in links if b.op not in "+-*/"]
+            if outside:  # the outermost, as a walk from the top would meet it
+                raise self.error("E2010", _SIZE_FORM, outside[-1].span)
+            n = self.size(first, consts)
+            for b in links:
+                n = self._bounded(self._size_op(b, n, self.size(b.rhs, consts)), b.span)
+            return n
         if isinstance(e, ast.IntLit):
             return e.value
         if isinstance(e, ast.Name):
@@ -163,18 +186,18 @@ class Elaborator:
             if e.id in self.declared_dims:
                 return self.dim(e.id, e.span)
             raise self.error("E2001", f"unknown size '{e.id}' (not a const or a dim)", e.span)
-        if isinstance(e, ast.BinOp) and e.op in "+-*/":
-            a, b = self.size(e.lhs, consts), self.size(e.rhs, consts)
-            if e.op == "+":
-                return a + b
-            if e.op == "-":
-                return a - b
-            if e.op == "*":
-                return a * b
-            if b == 0 or a % b:
-                raise self.error("E2011", f"{a} / {b} is not a whole number", e.span)
-            return a // b
-        raise self.error("E2010", "a size is a whole number made of consts, dims, + - * /", e.span)
+        raise self.error("E2010", _SIZE_FORM, e.span)
+
+    def _size_op(self, e: ast.BinOp, a: int, b: int) -> int:
+        if e.op == "+":
+            return a + b
+        if e.op == "-":
+            return a - b
+        if e.op == "*":
+            return a * b
+        if b == 0 or a % b:
+            raise self.error("E2011", f"{a} / {b} is not a whole number", e.span)
+        return a // b
 
     def dim(self, name: str, span: Span) -> int:
         if name not in self.dims:
@@ -287,6 +310,8 @@ class Elaborator:
             raise self.error(
                 "E2013", f"{self.site_prefix(ref)} calls itself (PSK has no recursion)", span
             )
+        if len(self.building) > MAX_CALL_DEPTH:
+            raise self.error("E2019", f"calls nested deeper than {MAX_CALL_DEPTH} levels", span)
         base = f"{ref.inst.key}.{ref.fn.name}" if ref.inst else ref.fn.name
         symbol, n = base, 2
         while symbol in self.symbols:
@@ -331,10 +356,12 @@ class Elaborator:
     # ---- the entry ----
     def entry_ref(self, entry: Entry, consts: dict[str, int]) -> FnRef:
         if entry.module is None:
-            return FnRef(None, self.program.functions[entry.function], None)
-        defn = self.program.modules[entry.module]
-        inst = self.instance(defn, consts, defn.span)
-        return FnRef(inst, defn.member(entry.function), None)
+            inst, fn = None, self.program.functions[entry.function]
+        else:
+            defn = self.program.modules[entry.module]
+            inst = self.instance(defn, consts, defn.span)
+            fn = defn.member(entry.function)
+        return FnRef(inst, derivative_alias(fn, entry.derivative), None)
 
     def param_inits(self, inst: ModInst, prefix: str = "") -> list[dict]:
         """Each parameter leaf's path, initializer and arguments, in declaration order."""
@@ -366,11 +393,16 @@ class Elaborator:
             name = a.name or allowed[i]
             if name not in allowed:
                 raise self.error("E2017", f"{init.kind} has no argument {name}", a.span)
-            text, value = self.const_expr(a.value, consts)
-            if value <= 0:
+            if _operations(a.value) > MAX_INIT_OPERATIONS:
                 raise self.error(
-                    "E2017", f"{init.kind}'s {name} must be positive, not {text}", a.value.span
+                    "E2017",
+                    f"an initializer argument has more than {MAX_INIT_OPERATIONS} operations",
+                    a.span,
                 )
+            text, value = self.const_expr(a.value, consts)
+            if not (value > 0 and gmpy2.is_finite(value)):
+                message = f"{init.kind}'s {name} must be positive and finite, not {text}"
+                raise self.error("E2017", message, a.value.span)
             args[name] = text
         if allowed and "scale" not in args:
             raise self.error(
@@ -378,14 +410,13 @@ class Elaborator:
             )
         return {"init": init.kind, **args}
 
-    def const_expr(self, e: ast.Expr, consts: dict[str, int]) -> tuple[str, float]:
-        """An initializer argument as exact text (consts substituted) and its float value."""
-        import math
-
+    def const_expr(self, e: ast.Expr, consts: dict[str, int]) -> tuple[str, gmpy2.mpfr]:
+        """An initializer argument as exact text (consts substituted) and its value, an MPFR
+        number: a 400-digit literal or exp(1000) is finite there, exp(1e10) infinite."""
         if isinstance(e, ast.IntLit):
-            return str(e.value), float(e.value)
+            return str(e.value), gmpy2.mpfr(e.value)
         if isinstance(e, ast.FloatLit):
-            return e.text, float(e.text)
+            return e.text, gmpy2.mpfr(e.text)
         if isinstance(e, ast.Name):
             if e.id in consts or e.id in self.declared_dims:
                 n = consts[e.id] if e.id in consts else self.dim(e.id, e.span)
@@ -396,19 +427,15 @@ class Elaborator:
         if isinstance(e, ast.Neg):
             t, v = self.const_expr(e.x, consts)
             return f"-({t})" if isinstance(e.x, ast.BinOp) else f"-{t}", -v
-        if isinstance(e, ast.BinOp) and e.op in _INIT_PRECEDENCE:
-            (ta, a), (tb, b) = self.const_expr(e.lhs, consts), self.const_expr(e.rhs, consts)
-            if e.op == "/" and b == 0:
-                raise self.error("E2017", "division by zero in an initializer", e.span)
-            v = {"+": a + b, "-": a - b, "*": a * b, "/": a / b if b else 0.0}[e.op]
-            # Parentheses only where the text would otherwise group differently: an
-            # operand of looser precedence, or of equal precedence on the right.
-            prec = _INIT_PRECEDENCE[e.op]
-            if isinstance(e.lhs, ast.BinOp) and _INIT_PRECEDENCE[e.lhs.op] < prec:
-                ta = f"({ta})"
-            if isinstance(e.rhs, ast.BinOp) and _INIT_PRECEDENCE[e.rhs.op] <= prec:
-                tb = f"({tb})"
-            return f"{ta} {e.op} {tb}", v
+        if isinstance(e, ast.BinOp):
+            first, links = ast.chain(e)
+            outside = [b for b in links if b.op not in _INIT_PRECEDENCE]
+            if outside:  # the outermost, as a walk from the top would meet it
+                raise self.error("E2017", _INIT_FORM, outside[-1].span)
+            left = self.const_expr(first, consts)
+            for b in links:
+                left = self._const_op(b, left, self.const_expr(b.rhs, consts))
+            return left
         if (
             isinstance(e, ast.Call)
             and isinstance(e.fn, ast.Name)
@@ -418,10 +445,38 @@ class Elaborator:
             t, v = self.const_expr(e.args[0].value, consts)
             if (e.fn.id == "sqrt" and v < 0) or (e.fn.id == "log" and v <= 0):
                 raise self.error("E2017", f"{e.fn.id}({t}) is not a real number", e.span)
-            return f"{e.fn.id}({t})", getattr(math, e.fn.id)(v)
-        raise self.error(
-            "E2017", "initializer arguments are numbers, consts, + - * /, sqrt, exp, log", e.span
-        )
+            return f"{e.fn.id}({t})", getattr(gmpy2, e.fn.id)(v)
+        raise self.error("E2017", _INIT_FORM, e.span)
+
+    def _const_op(
+        self, e: ast.BinOp, left: tuple[str, gmpy2.mpfr], right: tuple[str, gmpy2.mpfr]
+    ) -> tuple[str, gmpy2.mpfr]:
+        """`left e.op right` in an initializer argument: its text and value."""
+        (ta, a), (tb, b) = left, right
+        if e.op == "/" and b == 0:
+            raise self.error("E2017", "division by zero in an initializer", e.span)
+        v = {"+": a + b, "-": a - b, "*": a * b, "/": a / b if b else 0.0}[e.op]
+        # Parentheses only where the text would otherwise group differently: an
+        # operand of looser precedence, or of equal precedence on the right.
+        prec = _INIT_PRECEDENCE[e.op]
+        if isinstance(e.lhs, ast.BinOp) and _INIT_PRECEDENCE[e.lhs.op] < prec:
+            ta = f"({ta})"
+        if isinstance(e.rhs, ast.BinOp) and _INIT_PRECEDENCE[e.rhs.op] <= prec:
+            tb = f"({tb})"
+        return f"{ta} {e.op} {tb}", v
+
+
+def _operations(e: ast.Expr) -> int:
+    """The operations of an initializer argument, whose text Python's own parser reads
+    (presk/constants.py), recursing once an operation."""
+    if isinstance(e, ast.BinOp):
+        first, links = ast.chain(e)
+        return len(links) + _operations(first) + sum(_operations(b.rhs) for b in links)
+    if isinstance(e, ast.Neg):
+        return 1 + _operations(e.x)
+    if isinstance(e, ast.Call):
+        return 1 + sum(_operations(a.value) for a in e.args)
+    return 0
 
 
 def _line(text: str, n: int) -> str | None:
@@ -791,7 +846,14 @@ class FunctionBuilder:
         return self.fb.record(names, vals, self.elab.location(span))
 
     def binop(self, e: ast.BinOp) -> Value:
-        lhs, rhs = self.expr(e.lhs), self.expr(e.rhs)
+        """A chain `a + b · c - …`, operand after operand, in a loop."""
+        first, links = ast.chain(e)
+        value = self.expr(first)
+        for b in links:
+            value = self.operation(b, value, self.expr(b.rhs))
+        return value
+
+    def operation(self, e: ast.BinOp, lhs: Value, rhs: Value) -> Value:
         if isinstance(lhs, Known) and isinstance(rhs, Known) and e.op in "+*":
             return Known(lhs.n + rhs.n if e.op == "+" else lhs.n * rhs.n)
         if e.op == "·":  # a · b is dot(a, b), operands checked as any primitive's
@@ -994,6 +1056,19 @@ def _structure(t: PskType):
     return ("tuple", tuple(_structure(f) for f in t.items))
 
 
+def derivative_alias(fn: ast.FnDef | ast.FnAlias, derivative: str | None):
+    """`fn` itself, or the alias `grad(fn)` / `fn.vjp` an entry such as `loss.grad` names,
+    placed at `fn`'s definition and named so no program function can clash with it."""
+    if derivative is None:
+        return fn
+    name = ast.Name(fn.span, fn.name)
+    if derivative == "grad":
+        value = ast.Call(fn.span, ast.Name(fn.span, "grad"), [ast.Arg(fn.span, None, name)])
+    else:
+        value = ast.Field(fn.span, name, "vjp")
+    return ast.FnAlias(fn.span, f"{derivative}({fn.name})", value)
+
+
 # ---- the public entry point ---------------------------------------------------------------------
 
 
@@ -1025,7 +1100,7 @@ def elaborate(
 ) -> Elaborated:
     """Elaborate `entry` of `program` into a PSK-Core module at the given bindings."""
     elab, entry, ref = _entry(program, entry, dims, consts, ctx)
-    with ctx, elab.loc:
+    with ctx, elab.loc, _frames_for_the_limits():
         arg_types = elab.declared_arg_types(ref, ref.fn.span, f"entry {entry}")
         sig = elab.signature(ref, arg_types, ref.fn.span)
         inits = elab.param_inits(ref.inst) if ref.inst else []
@@ -1034,6 +1109,21 @@ def elaborate(
     if not elab.module.operation.verify():
         raise AssertionError("elaboration produced a module that does not verify")
     return Elaborated(elab.module, sig.symbol, sig, inits, bounds, elab)
+
+
+@contextmanager
+def _frames_for_the_limits():
+    """Python's recursion limit raised to _FRAMES while elaborating, then restored.
+
+    The limits bound each nesting apart (an expression in the parser, calls here), but
+    elaborating recurses through both at once. Python (3.11 on) runs a call of Python
+    code without a C frame, so these frames cost the heap, not the thread's stack."""
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, _FRAMES))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(limit)
 
 
 def parameter_type(*bindings) -> PskType | None:
@@ -1055,12 +1145,11 @@ def _entry(program: ast.Program, entry: Entry, dims: dict, consts: dict, ctx: ir
 
 
 def _arg_bounds(elab: Elaborator, ref: FnRef) -> dict[str, int]:
-    fn = ref.fn
-    if isinstance(fn, ast.FnAlias):
-        fn = elab.alias_target(ref).of.fn
+    while isinstance(ref.fn, ast.FnAlias):  # an alias takes its target's arguments first
+        ref = elab.alias_target(ref).of
     out = {}
     consts = ref.inst.consts if ref.inst else {}
-    for p in fn.params:
+    for p in ref.fn.params:
         if isinstance(p.type, ast.TensorTypeExpr) and p.type.bound is not None:
             out[p.name] = elab.bound(p.type.bound, consts)
     return out

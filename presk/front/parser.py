@@ -1,11 +1,18 @@
-"""Parsing PSK source into the AST, with lark (LALR) and located syntax errors (E1xxx)."""
+"""Parsing PSK source into the AST, with lark (LALR) and located syntax errors (E1xxx).
+
+Neither step recurses once a level of the source: lark's LALR parser keeps its own
+stack, and the tree becomes the AST bottom-up without recursion. What reads the AST
+afterwards does recurse, so an expression or type nested deeper than MAX_NESTING is
+refused here (E1004). The left operand of `+ - * / ·` does not nest: `x + x + … + x`
+is a chain, as long as one likes, which the AST's readers walk in a loop.
+"""
 
 from __future__ import annotations
 
 from functools import cache
 from importlib import resources
 
-from lark import Lark, Token, Transformer, v_args
+from lark import Lark, Token, Transformer_NonRecursive, Tree, v_args
 from lark.exceptions import (
     UnexpectedCharacters,
     UnexpectedEOF,
@@ -16,6 +23,26 @@ from lark.exceptions import (
 
 from presk.errors import PreskError, SourceError, Span, source_error
 from presk.front import ast
+
+# Digits a whole number may have: far past any size or count, and below the 640 to 4300
+# past which Python refuses to convert between an int and its text.
+MAX_DIGITS = 500
+# Levels an expression or type may nest: a real program nests a few tens deep, and the
+# elaborator's recursion must stay far from Python's limit.
+MAX_NESTING = 128
+# The rules that are one level of nesting: expressions and types that hold others.
+_NESTING = {
+    "binop": "expression",
+    "neg": "expression",
+    "field": "expression",
+    "item": "expression",
+    "call": "expression",
+    "static": "expression",
+    "tuple_lit": "expression",
+    "record_lit": "expression",
+    "tuple_type": "type",
+    "record_type": "type",
+}
 
 _OPEN = {"LPAR", "LSQB"}
 _CLOSE = {"RPAR", "RSQB"}
@@ -146,6 +173,11 @@ def parse(text: str, file: str) -> ast.Program:
         tree = _parser().parse(text)
     except UnexpectedInput as e:
         raise _syntax_error(e, file, text) from None
+    deep = _too_deep(tree)
+    if deep is not None:
+        line, col = _position(deep)
+        message = f"{_NESTING[deep.data]} nested deeper than {MAX_NESTING} levels"
+        raise source_error(SourceError, "E1004", message, file, text, line, col)
     try:
         return _Build(file, text).transform(tree)
     except VisitError as e:  # lark wraps what a transformer method raises
@@ -154,7 +186,32 @@ def parse(text: str, file: str) -> ast.Program:
         raise
 
 
-class _Build(Transformer):
+def _too_deep(tree: Tree) -> Tree | None:
+    """The first node, in source order, nested deeper than MAX_NESTING levels; None if
+    there is none. A chain's left operand is a binop of the chain's own level."""
+    stack = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if node.data in _NESTING:
+            depth += 1
+            if depth > MAX_NESTING:
+                return node
+        children = [c for c in node.children if isinstance(c, Tree)]
+        for child in reversed(children):
+            chained = node.data == child.data == "binop" and child is node.children[0]
+            stack.append((child, depth - 1 if chained else depth))
+    return None
+
+
+def _position(node: Tree) -> tuple[int, int]:
+    """Where a node is written: a binop at its operator, as the AST places it."""
+    if node.data == "binop":
+        op = node.children[1]
+        return op.line, op.column
+    return node.meta.line, node.meta.column
+
+
+class _Build(Transformer_NonRecursive):
     """Lark's tree to presk's AST."""
 
     def __init__(self, file: str, text: str):
@@ -170,6 +227,13 @@ class _Build(Transformer):
 
     def _err(self, code: str, message: str, span: Span) -> SourceError:
         return source_error(SourceError, code, message, self.file, self.text, span.line, span.col)
+
+    def _int(self, tok: Token) -> int:
+        """A whole number as written, of at most MAX_DIGITS digits (E1005)."""
+        if len(tok) > MAX_DIGITS:
+            message = f"a whole number of {len(tok)} digits (at most {MAX_DIGITS})"
+            raise self._err("E1005", message, self._tspan(tok))
+        return int(tok)
 
     # ---- program ----
     def start(self, items):
@@ -195,7 +259,7 @@ class _Build(Transformer):
     def dim_decl(self, meta, items):
         names = [n for n, _ in items]
         spans = [self._tspan(n) for n in names]
-        defaults = {str(n): int(v) for n, v in items if v is not None}
+        defaults = {str(n): self._int(v) for n, v in items if v is not None}
         return ast.DimDecl(self._span(meta), [str(n) for n in names], spans, defaults)
 
     def dim_item(self, children):
@@ -342,7 +406,7 @@ class _Build(Transformer):
     @v_args(meta=True)
     def item(self, meta, children):
         obj, idx = children
-        return ast.Item(self._tspan(idx), obj, int(idx))
+        return ast.Item(self._tspan(idx), obj, self._int(idx))
 
     @v_args(meta=True)
     def call(self, meta, children):
@@ -369,7 +433,7 @@ class _Build(Transformer):
 
     def int_lit(self, children):
         tok = children[0]
-        return ast.IntLit(self._tspan(tok), int(tok))
+        return ast.IntLit(self._tspan(tok), self._int(tok))
 
     def float_lit(self, children):
         tok = children[0]

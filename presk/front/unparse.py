@@ -18,8 +18,9 @@ def expr(e: ast.Expr) -> str:
         return e.text
     if isinstance(e, ast.Name):
         return e.id
-    if isinstance(e, ast.BinOp):
-        return f"({expr(e.lhs)} {e.op} {expr(e.rhs)})"
+    if isinstance(e, ast.BinOp):  # a chain in a loop, each operation in its parentheses
+        first, links = ast.chain(e)
+        return "(" * len(links) + expr(first) + "".join(f" {b.op} {expr(b.rhs)})" for b in links)
     if isinstance(e, ast.Neg):
         return f"(-{expr(e.x)})"
     if isinstance(e, ast.Field):

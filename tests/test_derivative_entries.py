@@ -1,0 +1,72 @@
+"""`--entry f.grad` and `--entry 'M{…}.f.vjp'`: a function's derivative as an entry, with
+no alias in the program, computing what the alias `fn _ = grad(f)` computes."""
+
+from __future__ import annotations
+
+import io
+from contextlib import redirect_stdout
+
+import numpy as np
+import pytest
+from bad_input.refusal import refuse
+
+from presk.cli.common import run_cli
+from presk.cli.main import main
+
+PROGRAM = """dim N
+fn f(x : ℝ[N, 3], v : ℝ[3]) -> ℝ { sum(tanh(x · v)) }
+fn f_grad = grad(f)
+fn f_vjp = f.vjp
+module Fit{K} {
+  param w : ℝ[K] = normal(scale = 1)
+  fn loss(x : ℝ[N, K]) -> ℝ { sum(x · w) }
+  fn loss_grad = grad(loss)
+  fn loss_vjp = loss.vjp
+}
+"""
+
+
+@pytest.fixture
+def program(tmp_path):
+    path = tmp_path / "d.psk"
+    path.write_text(PROGRAM)
+    return path
+
+
+def outputs(program, entry: str, tmp_path, *flags: str) -> dict[str, np.ndarray]:
+    out = tmp_path / f"{entry}.npz"
+    argv = ["run", program, "--entry", entry, "--dim", "N=4", "--backend", "kernel", *flags]
+    with redirect_stdout(io.StringIO()):
+        assert run_cli(main, [*map(str, argv), "--out", str(out)]) == 0
+    with np.load(out) as f:
+        return {k: f[k] for k in f.files}
+
+
+@pytest.mark.parametrize(
+    "suffixed, alias, flags",
+    [
+        ("f.grad", "f_grad", ()),
+        ("f.vjp", "f_vjp", ()),
+        ("Fit{3}.loss.grad", "Fit{3}.loss_grad", ()),
+        ("Fit{3}.loss.vjp", "Fit{3}.loss_vjp", ()),
+        ("loss.grad", "Fit{3}.loss_grad", ("--const", "K=3")),  # the module that has it
+    ],
+)
+def test_a_derivative_entry_gives_the_aliass_bits(program, tmp_path, suffixed, alias, flags):
+    mine = outputs(program, suffixed, tmp_path, *flags)
+    theirs = outputs(program, alias, tmp_path)
+    assert mine.keys() == theirs.keys()
+    assert all(np.array_equal(mine[k].view(np.uint64), theirs[k].view(np.uint64)) for k in mine)
+
+
+@pytest.mark.parametrize(
+    "entry, code",
+    [
+        ("g.grad", "E3001"),  # no function g
+        ("Fit{3}.loss.hessian", "E3002"),  # only grad and vjp
+        ("Fit{3}.nothing.grad", "E3001"),
+        ("Fit{3}.loss_grad.grad", "E2006"),  # a gradient's result is a record, not ℝ
+    ],
+)
+def test_a_bad_derivative_entry_is_refused(program, entry, code):
+    refuse(["run", program, "--entry", entry, "--dim", "N=4"], code=code)
