@@ -53,14 +53,30 @@ class PreskError(Exception):
     def render(self) -> str:
         lines = [self.headline()]
         if self.source_line is not None and self.span is not None:
-            text = self.source_line.rstrip("\n")
+            text, col = excerpt(self.source_line.rstrip("\n"), self.span.col)
             lines.append(f"  {text}")
-            lines.append("  " + " " * (self.span.col - 1) + "^")
+            lines.append("  " + " " * (col - 1) + "^")
         lines.extend(f"note: {n}" for n in self.notes)
         return "\n".join(lines)
 
     def __str__(self) -> str:
         return self.headline()
+
+
+EXCERPT = 100  # characters of a source line shown around an error's column
+
+
+def excerpt(line: str, col: int) -> tuple[str, int]:
+    """At most EXCERPT characters of `line` around column `col` (1-based), with `…` where
+    it is cut, and the column in what is kept: a one-line program of 40 000 characters
+    still prints a short error."""
+    if len(line) <= EXCERPT:
+        return line, col
+    start = max(0, min(col - 1 - EXCERPT // 2, len(line) - EXCERPT))
+    kept = line[start : start + EXCERPT]
+    head = "…" if start > 0 else ""
+    tail = "…" if start + EXCERPT < len(line) else ""
+    return head + kept + tail, col - start + len(head)
 
 
 class SourceError(PreskError):

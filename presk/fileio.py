@@ -112,3 +112,18 @@ def read_text(path: str, max_bytes: int, stream: BinaryIO | None = None) -> str:
 
 def _unreadable(path: str, reason: str) -> UsageError:
     return UsageError(f"cannot read {path}: {reason}", code="E0002")
+
+
+# A program is a few kilobytes; past this it is a mistake (or /dev/zero), refused unread.
+MAX_SOURCE_BYTES = 1 << 20
+
+
+def source_line(path: str, line: int) -> str | None:
+    """Line `line` (1-based) of the source file `path`, for an error's excerpt; None if
+    the file cannot be read or has no such line."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = f.read(MAX_SOURCE_BYTES).splitlines()
+    except OSError:
+        return None
+    return lines[line - 1] if 0 < line <= len(lines) else None

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from mlir import ir
 
+from presk.ir.diagnostics import compile_error
 from presk.ir.pipeline import build_pass_manager
 
 REMATS = ("store", "recompute")
@@ -24,9 +25,18 @@ def core(module: ir.Module, remat: str = "store") -> ir.Module:
     """PSK-Core with every `grad` and `vjp` expanded into forward and backward functions,
     verified. Changes `module` in place and returns it."""
     text = f"builtin.module(psk-vjp{{remat={remat}}},psk-verify)"
-    with module.context:
-        build_pass_manager(text, module.context).run(module.operation)
+    run_pipeline(text, module)
     return module
+
+
+def run_pipeline(text: str, module: ir.Module) -> None:
+    """Run the pipeline `text` over `module`; a pass's refusal (a second derivative, say)
+    becomes a located presk error (E2020), not an MLIR exception."""
+    with module.context:
+        try:
+            build_pass_manager(text, module.context).run(module.operation)
+        except ir.MLIRError as e:
+            raise compile_error(e) from None
 
 
 def kernel(module: ir.Module, realize) -> ir.Module:
@@ -50,7 +60,7 @@ def kernel(module: ir.Module, realize) -> ir.Module:
                 text = ", ".join(f'"{k}" = "{v}"' for k, v in sorted(entries.items()))
                 module.operation.attributes[name] = ir.Attribute.parse("{" + text + "}")
         text = f"builtin.module(psk-fuse,psk-lower-to-kernel{{type={machine}}},psk-dce,psk-verify)"
-        build_pass_manager(text, module.context).run(module.operation)
+    run_pipeline(text, module)
     return module
 
 
@@ -80,14 +90,12 @@ LLVM_PIPELINE = (
 def affine(module: ir.Module, vector_bytes: int) -> ir.Module:
     """The kernel stage's kernels lowered to affine loops and code-generated (the host
     program untouched). Changes `module` in place and returns it."""
-    with module.context:
-        build_pass_manager(affine_pipeline(vector_bytes), module.context).run(module.operation)
+    run_pipeline(affine_pipeline(vector_bytes), module)
     return module
 
 
 def llvm(module: ir.Module) -> ir.Module:
     """An affine-stage module's kernels alone, in the LLVM dialect. Changes `module` in
     place and returns it."""
-    with module.context:
-        build_pass_manager(LLVM_PIPELINE, module.context).run(module.operation)
+    run_pipeline(LLVM_PIPELINE, module)
     return module

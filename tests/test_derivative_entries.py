@@ -70,3 +70,14 @@ def test_a_derivative_entry_gives_the_aliass_bits(program, tmp_path, suffixed, a
 )
 def test_a_bad_derivative_entry_is_refused(program, entry, code):
     refuse(["run", program, "--entry", entry, "--dim", "N=4"], code=code)
+
+
+@pytest.mark.parametrize("second", ["fn f2 = grad(f1)", "fn f2 = f1.vjp"])
+def test_a_second_derivative_is_refused_at_its_place(tmp_path, second):
+    path = tmp_path / "second.psk"
+    first = "fn f1 = grad(f0)" if "grad" in second else "fn f1 = f0.vjp"
+    path.write_text(f"fn f0(x : ℝ) -> ℝ {{ x * x * x }}\n{first}\n{second}\n")
+    entry = "f2" if "grad" in second else "main"
+    if entry == "main":
+        path.write_text(path.read_text() + "fn main(x : ℝ) { f2(x, 1, (1,)) }\n")
+    refuse(["run", path, "--entry", entry], code="E2020", says=f"{path}:3:")

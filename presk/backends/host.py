@@ -16,6 +16,7 @@ import gmpy2
 import numpy as np
 
 from presk.errors import PreskError, RuntimeDataError, Span, UsageError
+from presk.fileio import source_line
 from presk.ir.program import Function, Op, Program
 from presk.ir.types import Axis
 from presk.runtime import rng
@@ -54,22 +55,11 @@ def _span(loc: str) -> Span | None:
     return Span(parts[0], int(parts[1]), int(parts[2]))
 
 
-def _source_line(span: Span | None) -> str | None:
-    if span is None:
-        return None
-    try:
-        with open(span.file, encoding="utf-8") as f:
-            lines = f.read().splitlines()
-        return lines[span.line - 1] if 0 < span.line <= len(lines) else None
-    except OSError:
-        return None
-
-
 def locate(e: PreskError, op: Op) -> None:
     """Give an error raised running `op` the op's source position and site."""
     if e.span is None and op.loc:
         e.span = _span(op.loc)
-        e.source_line = _source_line(e.span)
+        e.source_line = source_line(e.span.file, e.span.line) if e.span else None
         if op.site:
             e.message = f"{e.message} (at {op.site})"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from presk import backends, stages
 from presk.backends.workers import check_threads
 from presk.cli.common import whole_number
-from presk.fileio import read_text
+from presk.fileio import MAX_SOURCE_BYTES, read_text
 from presk.front import ast
 from presk.front.bindings import check_memory, missing_entry, parse_assignments, parse_entry
 from presk.front.check import check_program
@@ -41,14 +41,15 @@ def add_program_args(p, default_entry: str | None = None) -> None:
     )
 
 
-# A program is a few kilobytes; past this it is a mistake (or /dev/zero), refused unread.
-MAX_PROGRAM_BYTES = 16 << 20
+# A program is a few kilobytes. Parsing takes lark about 20 s and 600 MB a dense
+# megabyte, so past this a file is a mistake (or /dev/zero), refused unparsed.
+MAX_SOURCE_BYTES = 1 << 20
 
 
 def read_program(path: str) -> ast.Program:
     """The program at `path`, parsed and checked (E0002 if it cannot be read as text of at
-    most MAX_PROGRAM_BYTES)."""
-    program = with_prelude(parse(read_text(path, MAX_PROGRAM_BYTES), path))
+    most MAX_SOURCE_BYTES)."""
+    program = with_prelude(parse(read_text(path, MAX_SOURCE_BYTES), path))
     check_program(program)
     return program
 

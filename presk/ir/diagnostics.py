@@ -5,6 +5,7 @@ from __future__ import annotations
 from mlir import ir
 
 from presk.errors import IRError, Span
+from presk.fileio import source_line
 
 
 def _file_location(loc: ir.Location):
@@ -42,3 +43,16 @@ def ir_error(
     notes = tuple(n.message for n in d.notes if "see current operation" not in n.message)
     message = d.message.strip().splitlines()[0]
     return IRError(message, span=span, source_line=source, notes=notes)
+
+
+def compile_error(err: ir.MLIRError) -> IRError:
+    """A pass's refusal of a module elaborated from a program, located in the program's
+    own file with its source line (E2020: what presk cannot compile, such as a second
+    derivative)."""
+    diags = list(err.error_diagnostics)
+    loc = _file_location(diags[0].location) if diags else None
+    error = ir_error(err, loc.filename if loc is not None else "<module>")
+    if error.span is not None:
+        error.source_line = source_line(error.span.file, error.span.line)
+    error.code = "E2020"
+    return error

@@ -8,13 +8,16 @@ moves without its refusal, or if presk stops taking a program the limits allow.
 
 from __future__ import annotations
 
+import io
+from contextlib import redirect_stderr
+
 import pytest
 
 from bad_input.refusal import refuse, refuse_process
 from presk.cli import opt
 from presk.cli.common import run_cli
 from presk.cli.main import main
-from presk.cli.programs import MAX_PROGRAM_BYTES
+from presk.fileio import MAX_SOURCE_BYTES
 from presk.front.check import MAX_MODULE_DEPTH
 from presk.front.elaborate import MAX_CALL_DEPTH, MAX_INIT_OPERATIONS
 from presk.front.parser import MAX_NESTING
@@ -192,7 +195,7 @@ def test_an_endless_source_is_read_only_to_the_cap():
 
 
 def test_a_program_past_the_cap_is_refused(tmp_path):
-    path = written(tmp_path, HEAD + "x }\n" + "#" * MAX_PROGRAM_BYTES)
+    path = written(tmp_path, HEAD + "x }\n" + "#" * MAX_SOURCE_BYTES)
     refuse(["dump", path], code="E0002", says=f"cannot read {path}: larger than 1 MiB")
 
 
@@ -239,3 +242,15 @@ def test_presk_opt_refuses_bytes_not_utf8(tmp_path):
 @pytest.mark.parametrize("path", ["/dev/zero", "/"])
 def test_presk_opt_refuses_an_endless_device_or_a_directory(path):
     refuse([path], code="E0002", tool="presk-opt", says=f"cannot read {path}: ")
+
+
+def test_an_error_on_a_long_line_shows_a_short_excerpt(tmp_path):
+    path = tmp_path / "long.psk"
+    path.write_text("fn f(x : ℝ) -> ℝ { " + "x + " * 3000 + "y }\n")
+    first = refuse(["dump", path, "--entry", "f"], code="E2001", says=":1:12020:")
+    assert "unknown name 'y'" in first
+    out = io.StringIO()
+    with redirect_stderr(out):
+        assert run_cli(main, ["dump", str(path), "--entry", "f"]) == 1
+    shown, caret = out.getvalue().splitlines()[1:3]
+    assert len(shown) < 120 and shown[caret.index("^")] == "y"
