@@ -114,7 +114,8 @@ def _unreadable(path: str, reason: str) -> UsageError:
     return UsageError(f"cannot read {path}: {reason}", code="E0002")
 
 
-# A program is a few kilobytes; past this it is a mistake (or /dev/zero), refused unread.
+# A program is a few kilobytes. Parsing takes lark about 20 s and 600 MB a dense
+# megabyte, so past this a file is a mistake (or /dev/zero), refused unparsed.
 MAX_SOURCE_BYTES = 1 << 20
 
 

@@ -97,7 +97,7 @@ class Host:
                     f"{what} has no real value here ({kind}) at {op.site}",
                     code="E8001",
                     span=span,
-                    source_line=_source_line(span),
+                    source_line=source_line(span.file, span.line) if span else None,
                 ) from None
         return slots[fn.result]
 

@@ -41,11 +41,6 @@ def add_program_args(p, default_entry: str | None = None) -> None:
     )
 
 
-# A program is a few kilobytes. Parsing takes lark about 20 s and 600 MB a dense
-# megabyte, so past this a file is a mistake (or /dev/zero), refused unparsed.
-MAX_SOURCE_BYTES = 1 << 20
-
-
 def read_program(path: str) -> ast.Program:
     """The program at `path`, parsed and checked (E0002 if it cannot be read as text of at
     most MAX_SOURCE_BYTES)."""

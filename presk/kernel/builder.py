@@ -25,9 +25,7 @@ from presk.kernel.weights import Weights, dequantized, quant_attr
 
 
 def buffer_type(element: str, t: TensorType, ctx: ir.Context) -> ir.Type:
-    return ir.Type.parse(
-        f"!psk_kernel.buffer<{element}, {t.shape_attr()}, {t.names_attr()}>", ctx
-    )
+    return ir.Type.parse(f"!psk_kernel.buffer<{element}, {t.shape_attr()}, {t.names_attr()}>", ctx)
 
 
 def buffer_parts(t: ir.Type) -> tuple[str, list[int]]:
