@@ -9,33 +9,93 @@ A `.psk.d` is a directory of two files:
   their offsets. Exact reals (dtype `mpfr`, the reference's values) are stored element by
   element as gmpy2's portable binary form, each preceded by its length (uint32).
 
-It is written into a temporary directory beside its destination and renamed into place,
-so a reader finds the old container or the new one, never a mix. A payload shorter than
-the header says is truncated (E9003); one whose size or checksum differs is corrupt
-(E9004); a missing or unreadable header is E9001/E9002.
+Writing never leaves the path without a complete container, nor a reader with a mix: the
+new container is written into `PATH.new-XXXXXXXX` beside it, the old one renamed to
+`PATH.old`, the new one renamed to `PATH`, and only then is `PATH.old` removed. A writer
+killed between the two renames leaves `PATH.old` alone: a reader reads it in place, and
+the next writer renames it back before anything else, then removes what killed writers
+left (`PATH.old` beside a complete `PATH`, any `PATH.new-*`). One writer a path at a time.
+
+Reading checks the header before reading anything else: its size and nesting, then its
+shape against `SCHEMA` and the arrays' layout (E9001/E9002); then the payload's size
+(E9003 short, E9004 long) and checksum (E9004); then each exact real's encoding (E9002).
 """
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
+import math
 import os
+import re
+import reprlib
 import shutil
+import stat
 import tempfile
 from dataclasses import dataclass
 
 import gmpy2
+import jsonschema
 import ml_dtypes
 import numpy as np
 
-from presk.errors import FileFormatError
+from presk.errors import FileFormatError, UsageError
+from presk.front.bindings import MAX_SIZE
 
 FORMAT = "presk.psk.d"
 VERSION = 1
 DTYPES = ("float64", "float32", "bfloat16", "int64", "bool", "uint16", "uint8", "int8", "mpfr")
+HEADER_BYTES = 64 << 20  # the header lists the arrays and holds `meta`, never the data
+HEADER_DEPTH = 32  # nesting of JSON arrays and objects; presk writes at most 5
+MPFR_BITS = 1 << 16  # the largest precision read back: a value costs its bits in memory
 
-
+SCHEMA = {
+    "type": "object",
+    "required": ["format", "version", "kind", "meta", "arrays", "payload"],
+    "properties": {
+        "format": {"const": FORMAT},
+        "version": {"const": VERSION},
+        "kind": {"enum": ["checkpoint", "data"]},
+        "meta": {"type": "object"},
+        "arrays": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["name", "dtype", "shape", "offset", "nbytes"],
+                "properties": {
+                    "name": {"type": "string", "minLength": 1},
+                    "dtype": {"enum": list(DTYPES)},
+                    "shape": {
+                        "type": "array",
+                        "maxItems": 32,
+                        "items": {"type": "integer", "minimum": 0, "maximum": MAX_SIZE},
+                    },
+                    "offset": {"type": "integer", "minimum": 0},
+                    "nbytes": {"type": "integer", "minimum": 0},
+                },
+            },
+        },
+        "payload": {
+            "type": "object",
+            "required": ["file", "nbytes", "sha256"],
+            "properties": {
+                "file": {"const": "payload.bin"},
+                "nbytes": {"type": "integer", "minimum": 0},
+                "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+            },
+        },
+    },
+}
+# JSON Schema counts 2.0 an integer; a shape or offset must be one as Python reads it
+_STRICT_INTEGERS = jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
+    "integer", lambda _, x: isinstance(x, int) and not isinstance(x, bool)
+)
+_VALIDATOR = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator, type_checker=_STRICT_INTEGERS
+)(SCHEMA)
 _MPFR = type(gmpy2.mpfr(0))
+_MPFR_MIN_BLOB = 12  # a length prefix and the 8 bytes of a zero, NaN or infinity
 
 
 def _encode(arr: np.ndarray) -> tuple[str, bytes]:
@@ -51,20 +111,59 @@ def _encode(arr: np.ndarray) -> tuple[str, bytes]:
     return arr.dtype.name, arr.astype(arr.dtype.newbyteorder("<"), copy=False).tobytes()
 
 
+def dtype_name(a: np.ndarray) -> str:
+    """The dtype `a` is stored as: `mpfr` for exact reals (numpy's object arrays)."""
+    return "mpfr" if a.dtype == object else a.dtype.name
+
+
+def _numpy_dtype(dtype: str) -> np.dtype:
+    return np.dtype(ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype).newbyteorder("<")
+
+
+def _mpfr_blob_error(blob: bytes) -> str | None:
+    """Why gmpy2's `from_binary` must not read `blob`, or None. It trusts its input (it
+    reads as many limbs as the precision asks, past the end, and keeps a mantissa MPFR
+    later aborts on), so the form `to_binary` writes is checked here: type 4, 32-bit
+    fields, 64-bit limbs, and for a regular number a normalised mantissa of exactly the
+    precision's limbs with its unused low bits zero."""
+    if len(blob) < 8 or blob[0] != 4 or blob[1] & ~0x7B:
+        return "not an mpfr"
+    bits = int.from_bytes(blob[4:8], "little")
+    if not 1 <= bits <= MPFR_BITS:
+        return f"precision {bits} (presk reads 1 to {MPFR_BITS} bits)"
+    if not blob[1] & 1:  # zero, NaN or infinity: the precision alone
+        return None if len(blob) == 8 else "a special value with a mantissa"
+    limbs = -(-bits // 64)
+    if not blob[1] & 0x40 or len(blob) != 12 + 8 * limbs:
+        return f"a mantissa of {len(blob) - 12} bytes for {bits} bits"
+    mantissa = int.from_bytes(blob[12:], "little")
+    if mantissa >> (64 * limbs - 1) != 1 or mantissa & ((1 << (64 * limbs - bits)) - 1):
+        return "a mantissa that is not normalised"
+    return None
+
+
+def _decode_mpfr(count: int, data: bytes) -> np.ndarray:
+    out, pos = [], 0
+    for i in range(count):
+        n = int.from_bytes(data[pos : pos + 4], "little")
+        if pos + 4 + n > len(data):
+            raise ValueError(f"element {i}'s length {n} runs past the array's bytes")
+        blob = data[pos + 4 : pos + 4 + n]
+        why = _mpfr_blob_error(blob)
+        if why:
+            raise ValueError(f"element {i} is {why}")
+        out.append(gmpy2.from_binary(blob))
+        pos += 4 + n
+    if pos != len(data):
+        raise ValueError(f"{len(data) - pos} bytes follow the last element")
+    return np.array(out + [None], dtype=object)[:-1]
+
+
 def _decode(dtype: str, shape: tuple[int, ...], data: bytes) -> np.ndarray:
+    count = math.prod(shape)
     if dtype == "mpfr":
-        out, pos = [], 0
-        for _ in range(int(np.prod(shape, dtype=np.int64))):
-            n = int.from_bytes(data[pos : pos + 4], "little")
-            out.append(gmpy2.from_binary(data[pos + 4 : pos + 4 + n]))
-            pos += 4 + n
-        if pos != len(data):
-            raise ValueError("size")
-        return np.array(out + [None], dtype=object)[:-1].reshape(shape)
-    dt = np.dtype(ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype).newbyteorder("<")
-    if len(data) != int(np.prod(shape, dtype=np.int64)) * dt.itemsize:
-        raise ValueError("size")
-    return np.frombuffer(data, dtype=dt).reshape(shape).copy()
+        return _decode_mpfr(count, data).reshape(shape)
+    return np.frombuffer(data, dtype=_numpy_dtype(dtype)).reshape(shape).copy()
 
 
 @dataclass
@@ -74,106 +173,242 @@ class Container:
     arrays: dict[str, np.ndarray]
 
 
+# ---- writing ----
+
+
 def write(path: str, container: Container) -> None:
-    """Write `container` to the directory `path`, atomically."""
-    path = os.path.abspath(path)
-    parent = os.path.dirname(path)
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(dir=parent, prefix=f".{os.path.basename(path)}.")
+    """Write `container` to the directory `path`, replacing a container there recoverably."""
+    path = os.path.realpath(path)  # a link to a container: the container is replaced
     try:
-        entries, offset = [], 0
-        digest = hashlib.sha256()
-        with open(os.path.join(tmp, "payload.bin"), "wb") as f:
-            for name, arr in container.arrays.items():
-                dtype, data = _encode(np.asarray(arr))
-                f.write(data)
-                digest.update(data)
-                entries.append(
-                    {
-                        "name": name,
-                        "dtype": dtype,
-                        "shape": list(np.shape(arr)),
-                        "offset": offset,
-                        "nbytes": len(data),
-                    }
-                )
-                offset += len(data)
-            f.flush()
-            os.fsync(f.fileno())
-        header = {
-            "format": FORMAT,
-            "version": VERSION,
-            "kind": container.kind,
-            "meta": container.meta,
-            "arrays": entries,
-            "payload": {"file": "payload.bin", "nbytes": offset, "sha256": digest.hexdigest()},
-        }
-        with open(os.path.join(tmp, "header.json"), "w") as f:
-            json.dump(header, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
+        _write_replacing(path, container)
+    except OSError as e:
+        raise UsageError(f"{path}: cannot write here ({e.strerror})", code="E0003") from None
+
+
+def _write_replacing(path: str, container: Container) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    _recover(path)
+    _refuse_non_container(path)
+    _remove_strays(path)
+    tmp = tempfile.mkdtemp(dir=os.path.dirname(path), prefix=f"{os.path.basename(path)}.new-")
+    try:
+        _write_into(tmp, container)
         _replace_dir(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
 
 
+def _write_into(directory: str, container: Container) -> None:
+    """The payload, then the header, each synced: a header names only bytes on disk."""
+    entries, offset = [], 0
+    digest = hashlib.sha256()
+    with open(os.path.join(directory, "payload.bin"), "wb") as f:
+        for name, arr in container.arrays.items():
+            dtype, data = _encode(np.asarray(arr))
+            f.write(data)
+            digest.update(data)
+            entries.append(
+                {
+                    "name": name,
+                    "dtype": dtype,
+                    "shape": list(np.shape(arr)),
+                    "offset": offset,
+                    "nbytes": len(data),
+                }
+            )
+            offset += len(data)
+        f.flush()
+        os.fsync(f.fileno())
+    header = {
+        "format": FORMAT,
+        "version": VERSION,
+        "kind": container.kind,
+        "meta": container.meta,
+        "arrays": entries,
+        "payload": {"file": "payload.bin", "nbytes": offset, "sha256": digest.hexdigest()},
+    }
+    with open(os.path.join(directory, "header.json"), "w") as f:
+        json.dump(header, f, indent=1)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _old(path: str) -> str:
+    return f"{path}.old"
+
+
 def _replace_dir(new: str, path: str) -> None:
-    """Move directory `new` to `path`; an older `path` is removed only once `new` is there."""
-    if not os.path.exists(path):
-        os.rename(new, path)
-        return
-    old = f"{new}.old"
-    os.rename(path, old)
+    """Move directory `new` to `path`. Between the two renames only `PATH.old` exists,
+    which readers read and the next writer restores; it is removed once `new` is there."""
+    if os.path.lexists(path):
+        os.rename(path, _old(path))
     os.rename(new, path)
-    shutil.rmtree(old, ignore_errors=True)
+    shutil.rmtree(_old(path), ignore_errors=True)
+
+
+def _recover(path: str) -> None:
+    """Rename back the container a writer killed between its renames left at `PATH.old`."""
+    if not os.path.lexists(path) and _is_container(_old(path)):
+        os.rename(_old(path), path)
+
+
+def _remove_strays(path: str) -> None:
+    """Remove what killed writers left: `PATH.old` (once `PATH` is whole) and `PATH.new-*`."""
+    strays = glob.glob(glob.escape(path) + ".new-*")
+    if os.path.lexists(path):
+        strays.append(_old(path))
+    for stray in strays:
+        if os.path.isdir(stray) and not os.path.islink(stray):
+            shutil.rmtree(stray, ignore_errors=True)
+
+
+def _refuse_non_container(path: str) -> None:
+    """A device, a file or a directory of the user's is never renamed away."""
+    if not os.path.lexists(path):
+        return
+    if not os.path.isdir(path):
+        raise UsageError(
+            f"{path}: not a directory; presk replaces only a .psk.d container", code="E0003"
+        )
+    if os.listdir(path) and not _is_container(path):
+        raise UsageError(
+            f"{path}: a directory that is not a .psk.d container; presk will not replace it",
+            code="E0003",
+        )
+
+
+def _is_container(directory: str) -> bool:
+    """Whether `directory` holds a header of this format (its contents unchecked)."""
+    try:
+        header = _load_header(directory, directory)
+    except FileFormatError:
+        return False
+    return isinstance(header, dict) and header.get("format") == FORMAT
+
+
+# ---- reading ----
 
 
 def _fail(code: str, path: str, message: str) -> FileFormatError:
     return FileFormatError(f"{path}: {message}", code=code)
 
 
-def read(path: str) -> Container:
-    """Read a `.psk.d`, checking its header, size and checksum."""
-    header_path = os.path.join(path, "header.json")
-    if not os.path.isdir(path) or not os.path.exists(header_path):
+def _found(path: str) -> str:
+    """Where the container at `path` is: `path`, or the `PATH.old` a writer killed
+    between its renames left."""
+    if not os.path.lexists(path) and os.path.isdir(_old(path)):
+        return _old(path)
+    return path
+
+
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+
+
+def _nesting(text: str) -> int:
+    """How deep JSON arrays and objects nest in `text` (strings skipped)."""
+    brackets = re.sub(r"[^\[\]{}]", "", _STRING.sub("", text)).encode()
+    steps = np.frombuffer(brackets, dtype=np.uint8)
+    depth = np.cumsum(np.where((steps == ord("[")) | (steps == ord("{")), 1, -1))
+    return int(depth.max(initial=0))
+
+
+def _load_header(directory: str, path: str) -> object:
+    """header.json parsed, refused unreadable, larger than HEADER_BYTES or nested deeper
+    than HEADER_DEPTH (json's parser would run out of stack)."""
+    header_path = os.path.join(directory, "header.json")
+    try:
+        info = os.stat(header_path) if os.path.isdir(directory) else None
+    except OSError:
+        info = None
+    if info is None:
         raise _fail("E9001", path, "not a .psk.d container (a directory with header.json)")
+    if not stat.S_ISREG(info.st_mode):
+        raise _fail("E9002", path, "header.json is not a regular file")
+    if info.st_size > HEADER_BYTES:
+        raise _fail("E9002", path, f"header.json has {info.st_size} bytes, over {HEADER_BYTES}")
     try:
-        with open(header_path, encoding="utf-8") as f:
-            header = json.load(f)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        with open(header_path, "rb") as f:
+            text = f.read(HEADER_BYTES + 1).decode("utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise _fail("E9002", path, f"header.json is not readable UTF-8 text ({e})") from None
+    if _nesting(text) > HEADER_DEPTH:
+        raise _fail("E9002", path, f"header.json nests deeper than {HEADER_DEPTH}")
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as e:  # ValueError: also a 5000-digit integer
         raise _fail("E9002", path, f"header.json is not readable JSON ({e})") from None
+
+
+def _schema_error(header: object) -> str | None:
+    error = jsonschema.exceptions.best_match(_VALIDATOR.iter_errors(header))
+    if error is None:
+        return None
+    message = error.message if len(error.message) <= 200 else error.message[:200] + "…"
+    return f"{error.json_path}: {message}"
+
+
+def _layout_error(header: dict) -> str | None:
+    """Why the arrays do not tile the payload: distinct names, each starting where the
+    one before ends, its bytes those of its shape, the last ending at the payload's end."""
+    names, end = set(), 0
+    for e in header["arrays"]:
+        name, count = reprlib.repr(e["name"]), math.prod(e["shape"])  # a name may be huge
+        if e["name"] in names:
+            return f"array {name} appears twice"
+        names.add(e["name"])
+        if e["offset"] != end:
+            return f"array {name} starts at byte {e['offset']}, not {end}"
+        if e["dtype"] == "mpfr":
+            if e["nbytes"] < count * _MPFR_MIN_BLOB:
+                return f"array {name} has {e['nbytes']} bytes for {count} exact reals"
+        elif e["nbytes"] != (need := count * _numpy_dtype(e["dtype"]).itemsize):
+            return f"array {name} has {e['nbytes']} bytes, its shape {e['shape']} needs {need}"
+        end += e["nbytes"]
+    if end != header["payload"]["nbytes"]:
+        return f"the arrays take {end} bytes, the payload {header['payload']['nbytes']}"
+    return None
+
+
+def _read_payload(directory: str, payload: dict, path: str) -> bytes:
+    file = os.path.join(directory, payload["file"])
     try:
-        if header["format"] != FORMAT or header["version"] != VERSION:
-            raise _fail(
-                "E9002", path, f"unknown format {header['format']!r} version {header['version']!r}"
-            )
-        payload = header["payload"]
-        entries = header["arrays"]
-        kind, meta = header["kind"], header["meta"]
-        total, checksum = int(payload["nbytes"]), str(payload["sha256"])
-        file = os.path.join(path, os.path.basename(str(payload["file"])))
-    except (KeyError, TypeError, ValueError):
-        raise _fail("E9002", path, "header.json lacks the fields of a .psk.d header") from None
-    try:
-        with open(file, "rb") as f:
-            data = f.read()
+        info = os.stat(file)
     except OSError:
         raise _fail("E9003", path, "the payload file is missing") from None
-    if len(data) < total:
-        raise _fail("E9003", path, f"truncated: the payload has {len(data)} of its {total} bytes")
-    if len(data) != total or hashlib.sha256(data).hexdigest() != checksum:
+    if not stat.S_ISREG(info.st_mode):
+        raise _fail("E9003", path, "the payload is not a regular file")
+    total = payload["nbytes"]
+    if info.st_size < total:
+        raise _fail(
+            "E9003", path, f"truncated: the payload has {info.st_size} of its {total} bytes"
+        )
+    if info.st_size > total:
+        raise _fail("E9004", path, f"corrupt: the payload has {info.st_size} bytes, not {total}")
+    try:
+        with open(file, "rb") as f:
+            data = f.read(total + 1)
+    except OSError as e:
+        raise _fail("E9003", path, f"the payload is not readable ({e.strerror})") from None
+    if len(data) != total or hashlib.sha256(data).hexdigest() != payload["sha256"]:
         raise _fail("E9004", path, "corrupt: the payload does not match its checksum")
+    return data
+
+
+def read(path: str) -> Container:
+    """Read a `.psk.d`: its header checked whole before the payload is read, then the
+    payload's size and checksum, then each array's bytes."""
+    directory = _found(path)
+    header = _load_header(directory, path)
+    why = _schema_error(header) or _layout_error(header)
+    if why:
+        raise _fail("E9002", path, f"header.json: {why}")
+    data = _read_payload(directory, header["payload"], path)
     arrays = {}
-    for e in entries:
+    for e in header["arrays"]:
+        start, end = e["offset"], e["offset"] + e["nbytes"]
         try:
-            if e["dtype"] not in DTYPES:
-                raise ValueError(e["dtype"])
-            shape = tuple(int(s) for s in e["shape"])
-            start, n = int(e["offset"]), int(e["nbytes"])
-            if start < 0 or start + n > total:
-                raise ValueError("size")
-            arrays[str(e["name"])] = _decode(e["dtype"], shape, data[start : start + n])
-        except (KeyError, TypeError, ValueError):
-            raise _fail("E9002", path, f"array entry {e!r} of header.json is malformed") from None
-    return Container(kind, meta, arrays)
+            arrays[e["name"]] = _decode(e["dtype"], tuple(e["shape"]), data[start:end])
+        except ValueError as err:
+            raise _fail("E9002", path, f"array {reprlib.repr(e['name'])}: {err}") from None
+    return Container(header["kind"], header["meta"], arrays)

@@ -13,6 +13,8 @@ a step takes the next B of them (a last partial batch is skipped).
 from __future__ import annotations
 
 import os
+import reprlib
+import stat
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,13 +29,7 @@ def build(paths: list[str], window: int) -> pskd.Container:
     """The data file for these texts at window length `window` (T)."""
     if window < 1:
         raise UsageError(f"--window {window}: a window needs at least one token")
-    texts = []
-    for p in paths:
-        try:
-            with open(p, "rb") as f:
-                texts.append(f.read())
-        except OSError as e:
-            raise UsageError(f"cannot read {p}: {e.strerror}") from None
+    texts = [_read_text(p) for p in paths]
     raw = np.frombuffer(b"\n".join(texts), dtype=np.uint8)
     counts = np.bincount(raw, minlength=256)
     order = sorted(range(256), key=lambda b: (-counts[b], b))  # byte values by rank
@@ -56,6 +52,17 @@ def build(paths: list[str], window: int) -> pskd.Container:
     return pskd.Container("data", meta, {"train": windows[:n_train], "val": windows[n_train:]})
 
 
+def _read_text(path: str) -> bytes:
+    """A text's bytes; only a regular file, so a device or FIFO is not read forever."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise UsageError(f"cannot read {path}: not a regular file", code="E0002")
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise UsageError(f"cannot read {path}: {e.strerror}", code="E0002") from None
+
+
 def encode(text: bytes, vocab: list[int]) -> np.ndarray:
     rank = np.empty(256, dtype=np.int64)
     rank[vocab] = np.arange(256)
@@ -71,15 +78,16 @@ class Windows:
 
     @classmethod
     def load(cls, path: str) -> Windows:
+        """The windows of the data file at `path`, refused (E9007) unless they are what
+        `build` writes: rows of T + 1 byte ranks under the tokenizer's vocabulary."""
         c = pskd.read(path)
         if c.kind != "data" or c.meta.get("tokenizer") != TOKENIZER or "train" not in c.arrays:
             raise FileFormatError(f"{path}: not a token-window data file", code="E9007")
-        return cls(
-            path,
-            int(c.meta["window"]),
-            c.arrays["train"],
-            c.arrays.get("val", c.arrays["train"][:0]),
-        )
+        why = _meta_error(c.meta) or _windows_error(c.arrays, c.meta["window"])
+        if why:
+            raise FileFormatError(f"{path}: {why}", code="E9007")
+        train = c.arrays["train"]
+        return cls(path, c.meta["window"], train, c.arrays.get("val", train[:0]))
 
     def batches_per_epoch(self, batch: int) -> int:
         return len(self.train) // batch
@@ -96,6 +104,38 @@ class Windows:
         """The validation windows in order, in batches of `batch`."""
         for i in range(len(self.val) // batch):
             yield self.val[i * batch : (i + 1) * batch].astype(np.int64)
+
+
+def _meta_error(meta: dict) -> str | None:
+    window, vocab = meta.get("window"), meta.get("vocab")
+    if type(window) is not int or window < 1:
+        return f"its window {reprlib.repr(window)} is not a whole number of tokens (at least 1)"
+    if not _is_byte_order(vocab):
+        return "its vocab is not an order of the 256 byte values"
+    return None
+
+
+def _is_byte_order(vocab: object) -> bool:
+    return (
+        isinstance(vocab, list)
+        and all(type(b) is int for b in vocab)
+        and sorted(vocab) == list(range(256))
+    )
+
+
+def _windows_error(arrays: dict[str, np.ndarray], window: int) -> str | None:
+    """Why `train` or `val` is not windows: a 2-D integer array, each row T + 1 ranks."""
+    for name in ("train", "val"):
+        a = arrays.get(name)
+        if a is None:
+            continue
+        if a.dtype.kind not in "iu" or a.ndim != 2:
+            return f"{name} is {a.ndim}-D {pskd.dtype_name(a)}; windows are a 2-D integer array"
+        if a.shape[1] != window + 1:
+            return f"{name} has rows of {a.shape[1]} tokens, a window of {window} has {window + 1}"
+        if a.size and (a.min() < 0 or a.max() > 255):
+            return f"{name} holds tokens outside 0..255, the ranks of the byte values"
+    return None
 
 
 def next_token_pair(windows: np.ndarray, vocab_size: int) -> tuple[np.ndarray, np.ndarray]:
