@@ -12,9 +12,12 @@ larger file and bytes that are not UTF-8 are refused (E0002).
 from __future__ import annotations
 
 import os
+import re
 import stat
 import tempfile
 from typing import BinaryIO
+
+import numpy as np
 
 from presk.errors import UsageError
 
@@ -128,3 +131,18 @@ def source_line(path: str, line: int) -> str | None:
     except OSError:
         return None
     return lines[line - 1] if 0 < line <= len(lines) else None
+
+
+def too_deep(text: str, pairs: str, limit: int, skip: re.Pattern) -> int | None:
+    """Where the first bracket opening level `limit` + 1 is (an index into `text`), the
+    brackets being `pairs` ("{}[]": opens and closes alternate) outside what `skip`
+    matches (strings, comments); None if the text nests no deeper. A recursive parser
+    (json.loads, MLIR's) is handed only text measured so, in linear time."""
+    # Blank what is skipped or not ASCII, so each byte is the character of its index.
+    masked = re.sub(f"(?:{skip.pattern})|[^\\x00-\\x7f]+", lambda m: " " * len(m.group()), text)
+    codes = np.frombuffer(masked.encode("ascii"), np.uint8)
+    opens, closes = [ord(c) for c in pairs[0::2]], [ord(c) for c in pairs[1::2]]
+    brackets = np.flatnonzero(np.isin(codes, opens + closes))
+    steps = np.where(np.isin(codes[brackets], opens), 1, -1)
+    over = np.flatnonzero(np.cumsum(steps) > limit)
+    return int(brackets[over[0]]) if over.size else None

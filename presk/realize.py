@@ -23,20 +23,18 @@ computes at `--bits` whatever the record says, but takes the values of `params`.
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass, field
 
-from presk.errors import RealizationError, UsageError
+from presk import jsontext
+from presk.errors import RealizationError
+from presk.fileio import read_text
+from presk.kernel.machine import TYPES
+from presk.schemas import REALIZATION, check
 
-TYPES = ("f64", "f32", "bf16")
-PARAM_TYPES = ("f32", "bf16")  # a parameter's type (f64 is every parameter's already)
 # what read_json reads: a realization or plan is a few lines, so anything past these
 # bounds is a mistake, refused before it costs time or Python's stack
 MAX_BYTES = 4 << 20
 MAX_DEPTH = 32
-MAX_DIGITS = 20
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?', re.S)  # a string, or an unterminated one
 
 
 @dataclass(frozen=True)
@@ -75,78 +73,28 @@ def _fail(where: str, why: str):
     raise RealizationError(f"{where}: {why}", code="E7001")
 
 
-def read_json(path: str, what: str, schema: dict):
-    """A JSON file's value, checked against `schema` (presk/schemas.py; `what`: "plan "):
+def read_json(path: str, schema: dict):
+    """A JSON file's value, checked against `schema` (presk/schemas.py):
     E0002 if it cannot be read, is larger than MAX_BYTES or not UTF-8; E7001 if it is not
-    JSON, nests deeper than MAX_DEPTH, has an integer of more than MAX_DIGITS digits, or
-    breaks the schema."""
-    from presk.schemas import check
-
-    text = _read_text(path, what)
-    if _depth(text) > MAX_DEPTH:
-        _fail(path, f"nested deeper than {MAX_DEPTH} levels")
+    JSON within jsontext's bounds (MAX_DEPTH deep) or breaks the schema."""
+    text = read_text(path, MAX_BYTES)
     try:
-        value = json.loads(text, parse_int=_integer(path), parse_constant=_not_json(path))
-    except json.JSONDecodeError as e:
-        _fail(f"{path}:{e.lineno}:{e.colno}", f"not JSON: {e.msg}")
+        value = jsontext.parse(text, MAX_DEPTH)
+    except ValueError as e:
+        _fail(path, str(e))
     check(value, schema, path)
     return value
 
 
-def _read_text(path: str, what: str) -> str:
-    def refuse(why: str):
-        raise UsageError(f"cannot read {what}{path}: {why}", code="E0002")
-
-    try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_BYTES + 1)
-    except OSError as e:
-        refuse(e.strerror or str(e))
-    if len(data) > MAX_BYTES:
-        refuse(f"larger than {MAX_BYTES >> 20} MiB")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        refuse(f"not UTF-8 text (byte {e.start})")
-
-
-def _depth(text: str) -> int:
-    """How deep the brackets of JSON text nest, outside its strings: measured before
-    json.loads, whose recursion a deep enough file would exhaust."""
-    import numpy as np
-
-    chars = np.frombuffer(_STRING.sub("", text).encode(), np.uint8)
-    opens = (chars == ord("[")) | (chars == ord("{"))
-    closes = (chars == ord("]")) | (chars == ord("}"))
-    return int(np.cumsum(opens.astype(np.int32) - closes).max(initial=0))
-
-
-def _integer(path: str):
-    def parse(digits: str) -> int:
-        if len(digits.lstrip("-")) > MAX_DIGITS:
-            _fail(path, f"an integer of {len(digits.lstrip('-'))} digits (at most {MAX_DIGITS})")
-        return int(digits)
-
-    return parse
-
-
-def _not_json(path: str):
-    def parse(name: str):
-        _fail(path, f"not JSON: {name} is not a number JSON has")
-
-    return parse
-
-
 def read(arg: str) -> Realization:
     """`f64`, `f32`, `bf16` or `@R.json`."""
-    from presk.schemas import REALIZATION
 
     if arg in TYPES:
         return Realization(default=arg, spelling=arg)
     if not arg.startswith("@"):
         _fail("--realize", f"{arg!r} is f64, f32, bf16 or @FILE.json")
     path = arg[1:]
-    record = read_json(path, "", REALIZATION)
+    record = read_json(path, REALIZATION)
     quant = {
         p: Quant(q["bits"], q.get("over", -1), q.get("scheme", "absmax"))
         for p, q in record.get("quant", {}).items()

@@ -14,8 +14,10 @@ import json
 from functools import cache
 
 from presk.errors import RealizationError
-from presk.realize import PARAM_TYPES, TYPES
+from presk.jsontext import first_violation
+from presk.kernel.machine import TYPES
 
+PARAM_TYPES = ("f32", "bf16")  # a parameter's type (f64 is every parameter's already)
 SHOWN = 60  # characters of an offending value a message shows
 
 
@@ -149,20 +151,6 @@ def plan() -> dict:
             "layout": _sites_to(nest, "nests to layouts"),
         },
     )
-
-
-def first_violation(value, schema: dict):
-    """The violation of `schema` by `value` that jsonschema ranks first (`best_match`: the
-    shallowest), or None. Integers are strict: JSON Schema counts 8.0 (and, in Python,
-    True) an integer, but no size, depth, step or bit count presk reads is written so."""
-    from jsonschema import Draft202012Validator, validators
-    from jsonschema.exceptions import best_match
-
-    types = Draft202012Validator.TYPE_CHECKER.redefine(
-        "integer", lambda _, x: isinstance(x, int) and not isinstance(x, bool)
-    )
-    validator = validators.extend(Draft202012Validator, type_checker=types)(schema)
-    return best_match(validator.iter_errors(value))
 
 
 def check(value, schema: dict, file: str) -> None:

@@ -9,9 +9,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from presk.errors import UsageError
+from presk.kernel.machine import TYPES
 
 BACKENDS = ("interp", "kernel", "mlir")
-REALIZATIONS = ("f64", "f32", "bf16")
+REALIZATIONS = TYPES
 
 
 def make(

@@ -12,13 +12,12 @@ import shutil
 import sys
 import tempfile
 
-import numpy as np
 from mlir import ir
 
 from presk import __version__
 from presk.cli.common import ArgParser, run_cli
 from presk.errors import IRError, PreskError, source_error
-from presk.fileio import read_text, write_atomic
+from presk.fileio import read_text, too_deep, write_atomic
 from presk.ir.context import new_context
 from presk.ir.diagnostics import ir_error
 from presk.ir.pipeline import build_pass_manager
@@ -30,10 +29,9 @@ SPLIT_MARKER = re.compile(r"^// -----.*$", re.MULTILINE)
 MAX_INPUT_BYTES = 64 << 20
 # Bracket nesting: presk's own IR nests about 16 deep, MLIR's parser crashes at thousands.
 MAX_NESTING = 256
-_OPENS, _CLOSES = [ord(c) for c in "{([<"], [ord(c) for c in "})]>"]
 # A string (or its unterminated start), a comment, the arrows and `>=` whose `>` closes
-# nothing, and what is not ASCII (outside strings, a parse error to come).
-_NOT_BRACKETS = re.compile(r'"(?:[^"\\\n]|\\.)*"?|//[^\n]*|->|>=|[^\x00-\x7f]+')
+# nothing (what is not ASCII, outside strings a parse error to come, too_deep blanks).
+_NOT_BRACKETS = re.compile(r'"(?:[^"\\\n]|\\.)*"?|//[^\n]*|->|>=')
 
 
 def _parser() -> ArgParser:
@@ -96,28 +94,15 @@ def read_input(path: str) -> tuple[str, str]:
     display = "<stdin>" if path == "-" else path
     stream = sys.stdin.buffer if path == "-" else None
     text = read_text(display, MAX_INPUT_BYTES, stream)
-    offset = _too_deep(text)
+    # MLIR's parser recurses in C++ once a level and overflows the stack (a signal, not an
+    # error) at a few thousand, so the text is measured before it is handed over.
+    offset = too_deep(text, "{}()[]<>", MAX_NESTING, _NOT_BRACKETS)
     if offset is not None:
         line = text.count("\n", 0, offset) + 1
         col = offset - (text.rfind("\n", 0, offset) + 1) + 1
         message = f"MLIR nested deeper than {MAX_NESTING} levels"
         raise source_error(IRError, "E1004", message, display, text, line, col)
     return text, display
-
-
-def _too_deep(text: str) -> int | None:
-    """Where the first bracket opening level MAX_NESTING + 1 is (an index into `text`),
-    counting `{ ( [ <` outside strings and comments; None if the text nests no deeper.
-    MLIR's parser recurses in C++ once a level and overflows the stack (a signal, not
-    an error) at a few thousand, so the text is measured before it is handed over."""
-    # Blank what is not a bracket but may look like one, leaving ASCII in which each
-    # byte is the character of the same index.
-    masked = _NOT_BRACKETS.sub(lambda m: " " * len(m.group()), text)
-    codes = np.frombuffer(masked.encode("ascii"), np.uint8)
-    brackets = np.flatnonzero(np.isin(codes, _OPENS + _CLOSES))
-    steps = np.where(np.isin(codes[brackets], _OPENS), 1, -1)
-    over = np.flatnonzero(np.cumsum(steps) > MAX_NESTING)
-    return int(brackets[over[0]]) if over.size else None
 
 
 def _chunks(text: str, split: bool) -> list[tuple[str, int]]:

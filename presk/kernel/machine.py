@@ -36,6 +36,7 @@ MACHINES = {
     "f32": Machine("f32", np.dtype(np.float32), np.dtype(np.float32)),
     "bf16": Machine("bf16", np.dtype(ml_dtypes.bfloat16), np.dtype(np.float32)),
 }
+TYPES = tuple(MACHINES)  # the machine types a realization names: f64, f32, bf16
 
 # buffer element type (MLIR spelling) -> numpy dtype
 ELEMENTS = {

@@ -37,6 +37,7 @@ from presk.passes import Pass
 from presk.prims.base import Apply
 from presk.prims.rows import softmax_nest
 from presk.realize import read_json
+from presk.schemas import plan
 
 _KEPT = ("psk_kernel.ops", "psk_kernel.contraction", "psk_kernel.rows")
 
@@ -202,9 +203,8 @@ def _finish(kb: KernelBuilder, template, layout: Layout) -> ir.Operation:
 # ---- plans ----
 def read_plan(path: str) -> dict:
     """A plan file, checked against its schema (presk/schemas.py; E7001 names the field)."""
-    from presk.schemas import plan
 
-    return read_json(path, "plan ", plan())
+    return read_json(path, plan())
 
 
 def layout_change(entry: dict) -> Callable[[Layout], Layout]:

@@ -28,7 +28,6 @@ import hashlib
 import json
 import math
 import os
-import re
 import reprlib
 import shutil
 import stat
@@ -36,10 +35,10 @@ import tempfile
 from dataclasses import dataclass
 
 import gmpy2
-import jsonschema
 import ml_dtypes
 import numpy as np
 
+from presk import jsontext
 from presk.errors import FileFormatError, UsageError
 from presk.front.bindings import MAX_SIZE
 
@@ -87,13 +86,6 @@ SCHEMA = {
         },
     },
 }
-# JSON Schema counts 2.0 an integer; a shape or offset must be one as Python reads it
-_STRICT_INTEGERS = jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
-    "integer", lambda _, x: isinstance(x, int) and not isinstance(x, bool)
-)
-_VALIDATOR = jsonschema.validators.extend(
-    jsonschema.Draft202012Validator, type_checker=_STRICT_INTEGERS
-)(SCHEMA)
 _MPFR = type(gmpy2.mpfr(0))
 _MPFR_MIN_BLOB = 12  # a length prefix and the 8 bytes of a zero, NaN or infinity
 
@@ -302,17 +294,6 @@ def _found(path: str) -> str:
     return path
 
 
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
-
-
-def _nesting(text: str) -> int:
-    """How deep JSON arrays and objects nest in `text` (strings skipped)."""
-    brackets = re.sub(r"[^\[\]{}]", "", _STRING.sub("", text)).encode()
-    steps = np.frombuffer(brackets, dtype=np.uint8)
-    depth = np.cumsum(np.where((steps == ord("[")) | (steps == ord("{")), 1, -1))
-    return int(depth.max(initial=0))
-
-
 def _load_header(directory: str, path: str) -> object:
     """header.json parsed, refused unreadable, larger than HEADER_BYTES or nested deeper
     than HEADER_DEPTH (json's parser would run out of stack)."""
@@ -332,16 +313,14 @@ def _load_header(directory: str, path: str) -> object:
             text = f.read(HEADER_BYTES + 1).decode("utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise _fail("E9002", path, f"header.json is not readable UTF-8 text ({e})") from None
-    if _nesting(text) > HEADER_DEPTH:
-        raise _fail("E9002", path, f"header.json nests deeper than {HEADER_DEPTH}")
     try:
-        return json.loads(text)
-    except (ValueError, RecursionError) as e:  # ValueError: also a 5000-digit integer
-        raise _fail("E9002", path, f"header.json is not readable JSON ({e})") from None
+        return jsontext.parse(text, HEADER_DEPTH)
+    except ValueError as e:
+        raise _fail("E9002", path, f"header.json: {e}") from None
 
 
 def _schema_error(header: object) -> str | None:
-    error = jsonschema.exceptions.best_match(_VALIDATOR.iter_errors(header))
+    error = jsontext.first_violation(header, SCHEMA)
     if error is None:
         return None
     message = error.message if len(error.message) <= 200 else error.message[:200] + "…"

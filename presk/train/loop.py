@@ -26,10 +26,11 @@ from presk.errors import BindingError, FileFormatError, RuntimeDataError
 from presk.fileio import write_atomic
 from presk.ir.program import Program
 from presk.ir.types import REAL_SCALAR, TensorType
+from presk.jsontext import first_violation
 from presk.runtime import checkpoint
 from presk.runtime.synth import entry_arguments, synth_input
 from presk.runtime.values import Tensor, Value, map_tensors
-from presk.schemas import REALIZATION, first_violation
+from presk.schemas import REALIZATION
 from presk.train.data import Windows, next_token_pair
 from presk.train.step import HYPER, SYMBOL
 

@@ -219,7 +219,7 @@ def test_a_plan_file_presk_cannot_read_is_refused(tmp_path, data, code, says):
 @pytest.mark.parametrize("path", ["/nonexistent/r.json", "/tmp"])
 def test_a_path_that_is_no_json_file_is_refused(path):
     refuse(run_realize(f"@{path}"), code="E0002", says="cannot read")
-    refuse(dump_plan(f"@{path}"), code="E0002", says="cannot read plan")
+    refuse(dump_plan(f"@{path}"), code="E0002", says="cannot read")
 
 
 def _bounded_memory():
