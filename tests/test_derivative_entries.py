@@ -65,7 +65,7 @@ def test_a_derivative_entry_gives_the_aliass_bits(program, tmp_path, suffixed, a
         ("g.grad", "E3001"),  # no function g
         ("Fit{3}.loss.hessian", "E3002"),  # only grad and vjp
         ("Fit{3}.nothing.grad", "E3001"),
-        ("Fit{3}.loss_grad.grad", "E2006"),  # a gradient's result is a record, not ℝ
+        ("Fit{3}.loss_grad.grad", "E2020"),  # a derivative of a derivative
     ],
 )
 def test_a_bad_derivative_entry_is_refused(program, entry, code):
@@ -81,3 +81,11 @@ def test_a_second_derivative_is_refused_at_its_place(tmp_path, second):
     if entry == "main":
         path.write_text(path.read_text() + "fn main(x : ℝ) { f2(x, 1, (1,)) }\n")
     refuse(["run", path, "--entry", entry], code="E2020", says=f"{path}:3:")
+
+
+def test_a_long_chain_of_derivative_aliases_is_refused_at_once(tmp_path):
+    """Each `.vjp` of a `.vjp` doubles the types: refused before any is built."""
+    path = tmp_path / "chain.psk"
+    aliases = [f"fn f{i} = f{i - 1}.vjp" for i in range(1, 60)]
+    path.write_text("\n".join(["fn f0(x : ℝ) -> ℝ { x * x }", *aliases]) + "\n")
+    refuse(["dump", path, "--entry", "f59"], code="E2020", says="no second derivatives")

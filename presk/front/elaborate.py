@@ -351,6 +351,12 @@ class Elaborator:
             raise self.error(
                 "E2014", "fn name = ... defines a function from grad(f) or f.vjp", fn.value.span
             )
+        if isinstance(target.of.fn, ast.FnAlias):  # refused here: its types grow exponentially
+            raise self.error(
+                "E2020",
+                f"{target.of.fn.name} is itself a derivative: no second derivatives",
+                fn.value.span,
+            )
         return target
 
     # ---- the entry ----
