@@ -20,12 +20,12 @@ $(STAMP): pyproject.toml
 demo: setup  ## train MiniGPT natively on the shipped corpus, then check one step exactly
 	@$(BIN)/python tools/demo.py
 
-test: setup  ## pytest (fast tests) and the lit suite
-	$(BIN)/python -m pytest -q
+test: setup  ## pytest (fast tests, on JOBS workers) and the lit suite
+	$(BIN)/python -m pytest -q -n $(JOBS)
 	$(BIN)/lit -sv test/lit
 
 test-all: setup  ## everything, tests marked slow included
-	$(BIN)/python -m pytest -q -m ''
+	$(BIN)/python -m pytest -q -n $(JOBS) -m ''
 	$(BIN)/lit -sv test/lit
 
 conformance: setup  ## measure the machine backends against the reference into docs/conformance.md
