@@ -20,7 +20,7 @@ from presk.ir.core import walk_ops
 from presk.ir.program import read_program
 from presk.prims import exact
 from presk.runtime.inputs import arguments, parameters
-from presk.train.loop import Hyper, State, Trainer, zeros_like
+from presk.train.loop import first_step
 from presk.train.step import HYPER, SYMBOL, add_train_step
 from tests.conformance.suite import BANDS
 
@@ -95,21 +95,8 @@ def test_a_training_steps_loss_is_runs_loss_in_bf16(backend):
     trainer = backends.make(backend, step.module, realize="bf16")
     program = read_program(step.module)
     params = parameters(program, 0, None)
-    loop = Trainer(
-        program,
-        trainer,
-        steps=10,
-        seed=0,
-        hyper=Hyper(),
-        data=None,
-        log_every=1,
-        ckpt_every=0,
-        out=None,
-        meta={},
-        quiet=True,
-    )
-    args, _ = loop.step_args(State(params, zeros_like(params), zeros_like(params)), 1)
-    out = trainer.call(args, loop.context(1), SYMBOL)
+    args, context = first_step(program, trainer, params, steps=10)
+    out = trainer.call(args, context, SYMBOL)
     batch = args[3 + len(HYPER) :]
     loss = elaborated(text, "Regression.loss", {"N": 8}).module
     run = backends.make(backend, loss, realize="bf16").call([params, *batch])

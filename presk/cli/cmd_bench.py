@@ -35,7 +35,7 @@ from presk.kernel.machine import MACHINES
 from presk.kernel.planner import candidates, choose, plan_entry
 from presk.kernel.relayout import contraction_kernels
 from presk.runtime.inputs import arguments, parameters
-from presk.train.loop import Hyper, State, Trainer, zeros_like
+from presk.train.loop import first_step
 from presk.train.step import SYMBOL, add_train_step
 
 HELP = "time an entry (or one training step) on each backend: medians and ratios"
@@ -127,21 +127,7 @@ def _caller(args, elaborated, backend):
         call_args = ([params] if params is not None else []) + arguments(core, args.seed, None)
         ctx = CallContext(seed=args.seed)
         return lambda: backend.call(call_args, ctx)
-    trainer = Trainer(
-        core,
-        backend,
-        steps=100,
-        seed=args.seed,
-        hyper=Hyper(),
-        data=None,
-        log_every=1,
-        ckpt_every=0,
-        out=None,
-        meta={},
-        quiet=True,
-    )
-    step_args, _ = trainer.step_args(State(params, zeros_like(params), zeros_like(params)), 1)
-    ctx = trainer.context(1)
+    step_args, ctx = first_step(core, backend, params, args.seed)
     return lambda: backend.call(step_args, ctx, SYMBOL)
 
 

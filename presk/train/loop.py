@@ -389,6 +389,29 @@ def _step_problem(meta: dict) -> str | None:
     return None
 
 
+def first_step(
+    program: Program, backend, params: Value, seed: int = 0, steps: int = 100
+) -> tuple[list[Value], CallContext]:
+    """The arguments and context of the first call of `train.step` from `params` (moments
+    zero) in a run of `steps` steps, without the loop's logging or files: one step to time
+    or to check."""
+    trainer = Trainer(
+        program,
+        backend,
+        steps=steps,
+        seed=seed,
+        hyper=Hyper(),
+        data=None,
+        log_every=1,
+        ckpt_every=0,
+        out=None,
+        meta={},
+        quiet=True,
+    )
+    args, _ = trainer.step_args(State(params, zeros_like(params), zeros_like(params)), 1)
+    return args, trainer.context(1)
+
+
 def resume(path: str, program: Program, meta: dict) -> State:
     """The state a checkpoint holds, refused unless written by this very run's setup."""
     from presk.runtime.inputs import param_type
