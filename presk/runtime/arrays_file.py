@@ -8,6 +8,7 @@ coded line (E9006), and a file that cannot be opened in E0002.
 
 from __future__ import annotations
 
+import os
 import zipfile
 import zlib
 from contextlib import contextmanager
@@ -113,6 +114,9 @@ class _Safetensors:
 def open_arrays(path: str):
     """The arrays of an `.npz` or `.safetensors` file (by its suffix), for `read_leaf`."""
     kind = _Safetensors if path.endswith(".safetensors") else _Npz
+    if os.path.exists(path) and not os.path.isfile(path) and not os.path.isdir(path):
+        # a FIFO or a device: a read could block or never end
+        raise UsageError(f"cannot read {path}: not a regular file", code="E0002")
     try:
         arrays = kind(path)
     except OSError as e:

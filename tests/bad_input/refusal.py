@@ -51,9 +51,7 @@ def _judge(
     return first
 
 
-def refuse(
-    argv, code: str | None = None, says: str | None = None, tool: str = "presk", stdin=None
-) -> str:
+def refuse(argv, code: str | None = None, says: str | None = None, tool: str = "presk") -> str:
     """Run `tool argv` in this process; it must refuse with `code`. Returns the error line."""
     return _judge(*_run_in_process(tool, argv), code, says)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import zipfile
 
 import numpy as np
@@ -185,3 +186,9 @@ def test_damaged_files(kind, cut, flips, tmp_path):
         data[at % len(data)] ^= mask
     data = data[: len(data) - cut % len(data)]
     run_or_refuse(run(written(tmp_path, bytes(data))))
+
+
+def test_a_fifo_given_as_inputs_is_refused_unread(tmp_path):
+    fifo = tmp_path / "in.npz"
+    os.mkfifo(fifo)  # nothing writes to it: a read would block forever
+    refuse(run(fifo), code="E0002", says="not a regular file")
