@@ -22,37 +22,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from presk import backends, stages  # noqa: E402
-from presk.cli.cmd_bench import _caller  # noqa: E402
-from presk.cli.programs import elaborate_args, read_program  # noqa: E402
+from presk.api import load  # noqa: E402 (first: it imports presk.prims before presk.kernel)
 from presk.kernel.cost import Target  # noqa: E402
 from presk.kernel.planner import choose, plan_entry  # noqa: E402
-from presk.train.step import add_train_step  # noqa: E402
 
 MODELS = [
-    ("tiny MiniGPT", "tutorial/05_minigpt.psk", "MiniGPT{64, 16, 2, 2}", [], ["B=2", "T=8"]),
-    ("corpus GPT", "corpus/nlp/05_gpt.psk", "", ["D=64", "H=4", "L=4"], ["B=8", "T=64"]),
+    ("tiny MiniGPT", "tutorial/05_minigpt.psk", "MiniGPT{64, 16, 2, 2}.", {}, {"B": 2, "T": 8}),
+    ("corpus GPT", "corpus/nlp/05_gpt.psk", "", {"D": 64, "H": 4, "L": 4}, {"B": 8, "T": 64}),
 ]
-
-
-def _args(path: str, module: str, fn: str, consts, dims, train: bool):
-    entry = f"{module}.{fn}" if module else fn
-    return argparse.Namespace(
-        file=str(REPO / path),
-        entry=entry,
-        dim=dims,
-        const=consts or None,
-        remat="store",
-        seed=0,
-        train_step=train,
-    )
-
-
-def _elaborated(args, program):
-    elaborated = elaborate_args(args, program)
-    if args.train_step:
-        add_train_step(elaborated, args.remat)
-    return elaborated
 
 
 def main() -> int:
@@ -63,12 +40,10 @@ def main() -> int:
     target = Target.host()
     print(f"{time.strftime('%Y-%m-%d')}, mlir {opts.realize}, median of {opts.repeat} calls")
     for name, path, module, consts, dims in MODELS:
-        program = read_program(str(REPO / path))
+        program = load(REPO / path)
         for what, fn, train in (("forward", "apply", False), ("training step", "loss", True)):
-            args = _args(path, module, fn, consts, dims, train)
-            lowered = _elaborated(args, program)
-            stages.kernel(lowered.module, opts.realize)
-            choices = choose(lowered.module.operation, opts.realize, target)
+            core = program.elaborate(module + fn, dims, consts, train_step=train)
+            choices = choose(core.lower(opts.realize).module.operation, opts.realize, target)
             plan = {
                 "realize": opts.realize,
                 "layout": {c.site: plan_entry(c.layout) for c in choices},
@@ -78,9 +53,7 @@ def main() -> int:
             try:
                 calls = {}
                 for label, p in (("default", None), ("plan", f.name)):
-                    e = _elaborated(args, program)
-                    backend = backends.make("mlir", e.module, realize=opts.realize, plan=p)
-                    calls[label] = _caller(args, e, backend)
+                    calls[label] = core.lower(opts.realize, p).compile("mlir").drawn()
                     calls[label]()  # compiles and traces
             finally:
                 os.unlink(f.name)

@@ -25,9 +25,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from presk import backends, stages  # noqa: E402
-from presk.cli.cmd_bench import _caller, _timed  # noqa: E402
-from presk.cli.programs import elaborate_args, read_program  # noqa: E402
+import presk  # noqa: E402
+from presk.cli.cmd_bench import _timed  # noqa: E402
 from presk.kernel.cost import Target  # noqa: E402
 from presk.kernel.planner import choose, plan_entry  # noqa: E402
 from presk.realize import Quant, Realization  # noqa: E402
@@ -43,11 +42,10 @@ def _median_ms(call, repeat: int) -> float:
     return statistics.median(_timed(call, repeat))
 
 
-def _plan(args, program, realization) -> str:
-    """`presk plan`'s layouts for the program lowered under `realization`, in a file."""
-    lowered = elaborate_args(args, program)
-    stages.kernel(lowered.module, realization)
-    choices = choose(lowered.module.operation, realization.default, Target.host())
+def _plan(core, realization) -> str:
+    """`presk plan`'s layouts for the entry lowered under `realization`, in a file."""
+    module = core.lower(realization).module
+    choices = choose(module.operation, realization.default, Target.host())
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump({"layout": {c.site: plan_entry(c.layout) for c in choices}}, f)
     return f.name
@@ -58,16 +56,8 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=10)
     ap.add_argument("--threads", type=int, default=2)
     opts = ap.parse_args()
-    args = argparse.Namespace(
-        file=str(REPO / "tests" / "data" / "layouts.psk"),
-        entry="Linear{1024, 4096}.apply",
-        dim=["B=64"],
-        const=None,
-        remat="store",
-        seed=0,
-        train_step=False,
-    )
-    program = read_program(args.file)
+    program = presk.load(REPO / "tests" / "data" / "layouts.psk")
+    core = program.elaborate("Linear{1024, 4096}.apply", dims={"B": 64})
     rng = np.random.default_rng(0)
     x = rng.standard_normal((64, 1024), dtype=np.float32)
     w = rng.standard_normal((1024, 4096), dtype=np.float32)
@@ -78,14 +68,11 @@ def main() -> int:
     )
     print(f"  {'weights':<8} {'layout':<8} {'ms':>9} {'numpy/this':>11}")
     for name, realization in WEIGHTS.items():
-        plan = _plan(args, program, realization)
+        plan = _plan(core, realization)
         try:
             for label, p in (("default", None), ("plan", plan)):
-                e = elaborate_args(args, program)
-                backend = backends.make(
-                    "mlir", e.module, realize=realization, threads=opts.threads, plan=p
-                )
-                ms = _median_ms(_caller(args, e, backend), opts.repeat)
+                compiled = core.lower(realization, p).compile("mlir", opts.threads)
+                ms = _median_ms(compiled.drawn(), opts.repeat)
                 print(f"  {name:<8} {label:<8} {ms:9.2f} {peer / ms:11.2f}")
         finally:
             os.unlink(plan)

@@ -1,8 +1,9 @@
 """The stages of presk's lowering, each one function from the stage before.
 
     source --elaborate--> core --psk-vjp, psk-verify--> core (derivatives expanded)
-      --psk-fuse, psk-lower-to-kernel{type}--> kernel (a host program of launches, and
-      the kernels: loop nests over buffers in a machine type)
+      --psk-fuse, psk-lower-to-kernel{type}, psk-sum-order (a realization's orders),
+      psk-plan (a plan's layouts)--> kernel (a host program of launches, and the
+      kernels: loop nests over buffers in a machine type)
       --psk-kernel-to-affine and the code-generation passes--> affine (the kernels as
       affine loops over memrefs, in registers and vector lanes)
       --psk-strip-host, upstream lowering--> llvm (the kernels alone, in the LLVM dialect)
@@ -12,6 +13,9 @@ The pipelines are spelled here once, so `presk dump --stage X`, the MLIR backend
 """
 
 from __future__ import annotations
+
+import re
+from dataclasses import replace
 
 from mlir import ir
 
@@ -39,29 +43,119 @@ def run_pipeline(text: str, module: ir.Module) -> None:
             raise compile_error(e) from None
 
 
-def kernel(module: ir.Module, realize) -> ir.Module:
-    """PSK-Core (its derivatives expanded) lowered to kernels, fused, in the machine type
-    `realize` names (f64, f32, bf16), or a realization's default and, by site, its
-    storage types and the types its parameters are read in. Changes `module` in place and
-    returns it."""
-    machine = realize if isinstance(realize, str) else realize.default
-    storage, params = {}, {}
-    if not isinstance(realize, str):
-        storage = realize.storage
-        if realize.params or realize.quant:
-            from presk.ir.program import read_program
-            from presk.realize import spellings
-            from presk.runtime.inputs import param_type
+def realization(realize, plan: str | None = None):
+    """The realization the kernel stage runs: `realize` (a `Realization` or its spelling,
+    `f32` or `@R.json`: presk/realize.py), its machine type the plan's if the plan file
+    names one and `realize` is uniform."""
+    from presk import realize as realizations
 
-            params = spellings(realize, param_type(read_program(module)))
+    r = realize if isinstance(realize, realizations.Realization) else realizations.read(realize)
+    if plan is None:
+        return r
+    from presk.kernel.relayout import read_plan
+
+    named = read_plan(plan).get("realize")
+    if named and r.uniform:
+        r = replace(r, default=realizations.read(named).default)
+    return r
+
+
+def kernel(module: ir.Module, realize, plan: str | None = None) -> ir.Module:
+    """PSK-Core (its derivatives expanded) lowered to kernels, fused, in the machine type of
+    `realize` (a realization or its spelling: f64, f32, bf16, @R.json), with the
+    realization's storage types and parameter types by site, its sums' orders, and the
+    layouts of the plan file `plan`: `kernel_pipeline(realize, plan)`. The realization's
+    sites are checked against the kernels' (E7001) before any nest moves. Changes `module`
+    in place and returns it. Runs `kernel_pipeline` in two parts, the sites checked
+    between them."""
+    from presk.realize import check_sites
+
+    r = realization(realize, plan)
+    realize_attributes(module, r)
+    run_pipeline(_module_pipeline(_lowering(r)), module)
+    check_sites(r, launch_sites(module), "kernel")
+    layouts = _layouts(r, plan)
+    if layouts:
+        run_pipeline(_module_pipeline(layouts), module)
+    return module
+
+
+def kernel_pipeline(realize, plan: str | None = None) -> str:
+    """The pipeline `kernel` runs from PSK-Core (as `presk dump --stage core --format mlir`
+    prints it, with the realization's attributes) to the kernel stage."""
+    r = realization(realize, plan)
+    return _module_pipeline(_lowering(r) + _layouts(r, plan))
+
+
+def _module_pipeline(steps: list[str]) -> str:
+    return "builtin.module(" + ",".join(steps) + ")"
+
+
+def _lowering(r) -> list[str]:
+    return ["psk-fuse", f"psk-lower-to-kernel{{type={r.default}}}", "psk-dce", "psk-verify"]
+
+
+def _layouts(r, plan: str | None) -> list[str]:
+    """A psk-sum-order for each site the realization orders, then the plan's psk-plan."""
+    steps = [
+        f"psk-sum-order{{nest={_option(site)} order={order}}}"
+        for site, order in sorted(r.order.items())
+        if order != "sequential"
+    ]
+    if plan is not None:
+        steps.append(f"psk-plan{{file={_option(plan)}}}")
+    return steps
+
+
+_PLAIN = re.compile(r"[\w@%+=:./-]+")  # what a pass option may hold unquoted
+
+
+def _option(value: str) -> str:
+    """`value` as a pass option, quoted as a shell would when it holds anything else (a
+    space, a comma, a quote, a bracket): presk/ir/pipeline.py reads it back."""
+    if _PLAIN.fullmatch(value):
+        return value
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def launch_sites(module: ir.Module) -> list[str]:
+    """The sites of a kernel-stage module's launches, sorted."""
+    from presk.ir.core import string_attr, walk_ops
+
+    return sorted(
+        {string_attr(op, "psk.site") for op in walk_ops(module.operation, "psk_kernel.launch")}
+    )
+
+
+def realize_attributes(module: ir.Module, realize) -> None:
+    """The realization's storage types by site and the types its parameters are read in,
+    as the module attributes `psk_kernel.storage` and `psk_kernel.params`, which
+    psk-lower-to-kernel reads; the parameters it names checked (E7001)."""
+    from presk import realize as realizations
+
+    r = realization(realize)
+    params = {}
+    if r.params or r.quant:
+        from presk.ir.program import read_program
+        from presk.runtime.inputs import param_type
+
+        program = read_program(module)
+        realizations.check_paths(r, parameter_paths(program))
+        params = realizations.spellings(r, param_type(program))
     with module.context:
-        for name, entries in (("psk_kernel.storage", storage), ("psk_kernel.params", params)):
+        for name, entries in (("psk_kernel.storage", r.storage), ("psk_kernel.params", params)):
             if entries:
                 text = ", ".join(f'"{k}" = "{v}"' for k, v in sorted(entries.items()))
                 module.operation.attributes[name] = ir.Attribute.parse("{" + text + "}")
-        text = f"builtin.module(psk-fuse,psk-lower-to-kernel{{type={machine}}},psk-dce,psk-verify)"
-    run_pipeline(text, module)
-    return module
+
+
+def parameter_paths(program) -> list[str]:
+    """The dotted paths of a program's parameters (none if its entry has none)."""
+    from presk.ir.types import leaves
+    from presk.runtime.inputs import param_type
+
+    t = param_type(program)
+    return [p for p, _ in leaves(t)] if t is not None else []
 
 
 def affine_pipeline(vector_bytes: int) -> str:

@@ -8,8 +8,7 @@ import subprocess
 import pytest
 from programs import PROGRAMS, entries, runs
 
-from presk.cli.main import _parser
-from presk.cli.programs import elaborate_args
+import presk
 from presk.ir.context import dialect_path
 from presk.ir.pipeline import build_pass_manager
 from presk.toolchain import mlir_tool
@@ -21,11 +20,21 @@ def test_every_program_has_a_run_line():
         assert runs(p), f"{p} has no '# run:' header line"
 
 
+def bindings(args: list[str]) -> dict:
+    """A `# run:` line's `--entry E --dim N=8 --const D=4 …` as `elaborate`'s arguments."""
+    out = {"entry": None, "dims": {}, "consts": {}}
+    for flag, value in zip(args[::2], args[1::2], strict=True):
+        if flag == "--entry":
+            out["entry"] = value
+        else:
+            name, _, size = value.partition("=")
+            out[{"--dim": "dims", "--const": "consts"}[flag]][name] = int(size)
+    return out
+
+
 @pytest.mark.parametrize("path,args", entries(), ids=lambda x: x if isinstance(x, str) else None)
 def test_entry_elaborates_and_verifies(path, args):
-    ns = _parser().parse_args(["dump", str(path), *args])
-    elaborated = elaborate_args(ns)
-    module = elaborated.module
+    module = presk.load(path).elaborate(**bindings(args)).module
     assert module.operation.verify()
     with module.context:
         build_pass_manager("builtin.module(psk-verify)", module.context).run(module.operation)

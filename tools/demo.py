@@ -31,16 +31,12 @@ def presk(*args: str) -> None:
 
 
 def gaps(exact_value, machine_value) -> tuple[float, int, int, float, float]:
-    """Over every element of a value: the worst |x − x̂| / (ε (|x| + a)) (within the band
-    when ≤ 1); the elements outside the band; the elements; the largest of those outside
-    relative to the largest element of its leaf; ‖x − x̂‖₂ / ‖x‖₂."""
-    from presk.prims import exact
-    from presk.runtime.values import leaves
-
+    """Over every element of a value (an array, or a dict of arrays by path): the worst
+    |x − x̂| / (ε (|x| + a)) (within the band when ≤ 1); the elements outside the band; the
+    elements; the largest of those outside relative to the largest element of its leaf;
+    ‖x − x̂‖₂ / ‖x‖₂."""
     worst, outside, n, size, num, den = 0.0, 0, 0, 0.0, 0.0, 0.0
-    for (_, x), (_, y) in zip(leaves(exact_value), leaves(machine_value), strict=True):
-        xv = exact.to_float64(x.data).ravel()
-        yv = np.asarray(y.data, dtype=np.float64).ravel()
+    for xv, yv in zip(_arrays(exact_value), _arrays(machine_value), strict=True):
         ratio = np.abs(xv - yv) / (EPS * (np.abs(xv) + A))
         worst, n = max(worst, float(ratio.max())), n + xv.size
         out = ratio > 1
@@ -51,58 +47,40 @@ def gaps(exact_value, machine_value) -> tuple[float, int, int, float, float]:
     return worst, outside, n, size, (num / den) ** 0.5
 
 
+def _arrays(value) -> list[np.ndarray]:
+    return [a.ravel() for a in (value.values() if isinstance(value, dict) else [value])]
+
+
 def measure_one_step(data: str, checkpoint: str) -> None:
     """The loss and its gradient on the first training batch, natively and exactly."""
-    from presk import backends
-    from presk.backends.host import CallContext
-    from presk.cli.programs import elaborate_args, read_program
-    from presk.ir.program import read_program as read_core
-    from presk.runtime.inputs import parameters
-    from presk.runtime.values import Tensor
+    import presk
     from presk.train.data import Windows, next_token_pair
 
-    program = read_program(str(REPO / "tutorial" / "05_minigpt.psk"))
+    program = presk.load(REPO / "tutorial" / "05_minigpt.psk")
     tokens, targets = next_token_pair(Windows.load(data).batch(1, 8, 0)[0], 64)
     print("\nOne step at the trained parameters, on a batch of 8 windows:")
     for fn, what in (("loss", "loss"), ("loss_grad", "gradient")):
+        core = program.elaborate(f"MiniGPT{{64, 16, 2, 2}}.{fn}", dims={"T": 8, "B": 8})
+        params = core.params(weights=checkpoint)
         out, seconds = {}, {}
         for name, realize in (("mlir", "f32"), ("interp", "f64")):
-            args = _Args(f"MiniGPT{{64, 16, 2, 2}}.{fn}")
-            elaborated = elaborate_args(args, program)
-            core = read_core(elaborated.module)
-            params = parameters(core, 0, checkpoint)
-            t = core.entry_function.arg_types[-1]
-            backend = backends.make(name, elaborated.module, 256, realize)
-            call = [params, Tensor(t, tokens), Tensor(t, targets)]
-            backend.call(call, CallContext())  # compiles (mlir)
+            f = core.lower(realize).compile(name)
+            f(params, tokens, targets)  # compiles (mlir)
             start = time.perf_counter()
-            out[name] = backend.call(call, CallContext())
+            out[name] = f(params, tokens, targets)
             seconds[name] = time.perf_counter() - start
         worst, outside, n, size, norm = gaps(out["interp"], out["mlir"])
         print(
             f"  {what}: native f32 {seconds['mlir'] * 1e3:.2f} ms, exact {seconds['interp']:.2f} s"
         )
         if fn == "loss":
-            exact_loss = float(np.asarray(out["interp"].data).item())
-            print(f"    {exact_loss:.12f} exactly, {float(out['mlir'].data):.12f} in f32")
+            print(f"    {float(out['interp']):.12f} exactly, {float(out['mlir']):.12f} in f32")
         where = "" if not outside else f" (the others at most {size:.0e} of their leaf's largest)"
         print(
             f"    worst elementwise gap {worst:.3f}× the f32 band, {n - outside} of {n} "
             f"elements inside it{where}; ‖x − x̂‖/‖x‖ = {norm:.1e}"
         )
     print("  The f32 band: |x − x̂| ≤ ε·(|x| + a), ε = 2^-15, a = 2^-20, element by element.")
-
-
-class _Args:
-    """The flags `elaborate_args` reads, as `presk run` would have them."""
-
-    file = str(REPO / "tutorial" / "05_minigpt.psk")
-    dim = ["T=8", "B=8"]
-    const = None
-    remat = "store"
-
-    def __init__(self, entry: str):
-        self.entry = entry
 
 
 def main() -> int:

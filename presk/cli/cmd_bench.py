@@ -11,9 +11,8 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from presk import backends, stages
+from presk import backends
 from presk import realize as realizations
-from presk.backends.host import CallContext
 from presk.backends.native import Compiler
 from presk.backends.workers import check_threads
 from presk.cli.common import seed_number
@@ -22,21 +21,16 @@ from presk.cli.programs import (
     add_plan_arg,
     add_program_args,
     elaborate_args,
-    plan_of,
     read_program,
     reference_bits,
 )
 from presk.errors import RealizationError, UsageError
 from presk.ir.core import string_attr, walk_ops
-from presk.ir.program import read_program as read_core
 from presk.kernel.contraction import Layout, check, read_nest
 from presk.kernel.cost import Target, milliseconds, predict
 from presk.kernel.machine import MACHINES
 from presk.kernel.planner import candidates, choose, plan_entry
 from presk.kernel.relayout import contraction_kernels
-from presk.runtime.inputs import arguments, parameters
-from presk.train.loop import first_step
-from presk.train.step import SYMBOL, add_train_step
 
 HELP = "time an entry (or one training step) on each backend: medians and ratios"
 
@@ -117,20 +111,6 @@ def _listed(text: str, allowed, flag: str) -> list[str]:
     return items
 
 
-def _caller(args, elaborated, backend):
-    """A function making one call of what is timed, on `backend`."""
-    core = read_core(elaborated.module)
-    params = parameters(core, args.seed, None)
-    if backend.name != "interp" and params is not None:  # typed and quantised once, untimed
-        params = realizations.parameter_values(params, backend.realization, native=True)
-    if not args.train_step:
-        call_args = ([params] if params is not None else []) + arguments(core, args.seed, None)
-        ctx = CallContext(seed=args.seed)
-        return lambda: backend.call(call_args, ctx)
-    step_args, ctx = first_step(core, backend, params, args.seed)
-    return lambda: backend.call(step_args, ctx, SYMBOL)
-
-
 def _compile_times(backend) -> dict:
     """Each kernel's compile time with an empty cache (cold) and from it (warm), in a
     cache of its own, so the user's is neither read nor filled."""
@@ -174,35 +154,26 @@ def run(args) -> int:
     rows = []
     for name in names:
         for realize in [None] if name == "interp" else types:
-            variants = [("", plan_of(args))]
+            variants = [("", args.plan)]
             if args.lanes and realize is not None:
                 variants.append(("+lanes", _lanes_plan(args, program, realize)))
             for variant, plan in variants:
-                elaborated = _elaborated(args, program)
-                backend = backends.make(
-                    name, elaborated.module, args.bits, realize or "f64", threads, plan
-                )
-                runs = _timed(_caller(args, elaborated, backend), args.repeat)
+                core = elaborate_args(args, program, train_step=args.train_step)
+                compiled = core.lower(realize or "f64", plan).compile(name, threads, args.bits)
+                runs = _timed(compiled.drawn(args.seed), args.repeat)
                 row = Row(name, realize, runs, variant=variant)
                 if name == "mlir" and not variant:
-                    row.compile = _compile_times(backend)
+                    row.compile = _compile_times(compiled.backend)
                 rows.append(row)
     sys.stdout.write(_json(rows, args) if args.format == "json" else _text(rows, args))
     return 0
-
-
-def _elaborated(args, program):
-    elaborated = elaborate_args(args, program)
-    if args.train_step:
-        add_train_step(elaborated, args.remat)
-    return elaborated
 
 
 def _lanes_plan(args, program, realize: str) -> str:
     """A plan putting every contraction nest that can take them in vector lanes of the
     register's width, its other fields the default's (written to a temporary file)."""
     r = realizations.read(realize)
-    module = stages.kernel(_elaborated(args, program).module, r)
+    module = elaborate_args(args, program, train_step=args.train_step).lower(r).module
     width = Target.host().vector_bytes // MACHINES[r.default].arith.itemsize
     kernels = contraction_kernels(module.operation)
     by_site: dict[str, list] = {}
@@ -274,15 +245,9 @@ def _sweep(args) -> int:
     threads = check_threads(args.threads) if args.threads is not None else None
     program = read_program(args.file)
 
-    def lowered():
-        elaborated = elaborate_args(args, program)
-        if args.train_step:
-            add_train_step(elaborated, args.remat)
-        stages.kernel(elaborated.module, realize)
-        return elaborated
-
+    core = elaborate_args(args, program, train_step=args.train_step)
     target = Target.host()
-    choices = {c.site: c for c in choose(lowered().module.operation, realize, target)}
+    choices = {c.site: c for c in choose(core.lower(realize).module.operation, realize, target)}
     if not choices:
         raise UsageError(f"{args.entry} has no contraction to sweep")
     site = args.nest or max(choices.values(), key=lambda c: c.default_cycles).site
@@ -295,15 +260,10 @@ def _sweep(args) -> int:
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             json.dump({"realize": realize, "layout": {site: plan_entry(layout)}}, f)
         try:
-            elaborated = elaborate_args(args, program)
-            if args.train_step:
-                add_train_step(elaborated, args.remat)
-            backend = backends.make(
-                "mlir", elaborated.module, realize=realize, threads=threads, plan=f.name
-            )
+            compiled = core.lower(realize, f.name).compile("mlir", threads)
         finally:
             Path(f.name).unlink()
-        runs = _timed(_caller(args, elaborated, backend), args.repeat)
+        runs = _timed(compiled.drawn(args.seed), args.repeat)
         predicted = milliseconds(predict(nest, layout, element, target))
         results.append((statistics.median(runs), runs, predicted, layout))
     results.sort(key=lambda r: r[0])

@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass, field
 
-from presk import backends, stages
-from presk.backends.host import CallContext
-from presk.cli.common import seed_number
+from presk import stages
+from presk.backends.kernel import kernels_of
 from presk.cli.programs import add_plan_arg, add_program_args, elaborate_args, plan_of, read_program
 from presk.errors import UsageError
-from presk.front.unparse import program as unparse
-from presk.ir.core import python_value
 from presk.ir.core_text import core_text
-from presk.ir.program import read_program as read_core
+from presk.ir.program import Program
+from presk.ir.program import read_program as read_host
+from presk.ir.types import TupleType, leaves
 from presk.kernel.text import kernel_text
-from presk.runtime.inputs import arguments, parameters
 from presk.toolchain import vector_bytes
 
 HELP = (
@@ -39,13 +38,8 @@ def configure(p) -> None:
         "--realize",
         default="f64",
         metavar="T|@R.json",
-        help="the machine type of the kernels (--stage kernel, affine, llvm; default f64)",
-    )
-    p.add_argument(
-        "--seed",
-        type=seed_number,
-        default=0,
-        help="seed of the run --stage kernel makes (default 0)",
+        help="the machine type of the kernels (--stage kernel, affine, llvm; default f64); "
+        "with --stage core --format mlir, a realization's storage and parameter types",
     )
     add_plan_arg(p)
 
@@ -55,57 +49,114 @@ def run(args) -> int:
         raise UsageError("--format mlir shows an elaborated module, not --stage ast (text only)")
     program = read_program(args.file)
     if args.stage == "ast":
-        sys.stdout.write(unparse(program))
+        sys.stdout.write(program.text())
         return 0
-    elaborated = elaborate_args(args, program)
-    module = elaborated.module
-    if args.stage == "kernel":
-        text = kernel_dump(module, args.realize, args.seed, plan_of(args))
-        if args.format == "text":
-            sys.stdout.write(text)
-            return 0
-    if args.stage in ("affine", "llvm"):
-        sys.stdout.write(lowered_dump(module, args.stage, args.realize, args.format, plan_of(args)))
+    module = elaborate_args(args, program).module
+    if args.stage == "core":
+        if args.format == "mlir":  # what the kernel stage's pipeline starts from
+            stages.realize_attributes(module, args.realize)
+        sys.stdout.write(str(module) if args.format == "mlir" else core_text(module))
         return 0
-    if args.format == "mlir":
-        sys.stdout.write(str(module))
+    plan = plan_of(args)
+    r = stages.realization(args.realize, plan)
+    pipeline = stages.kernel_pipeline(r, plan)
+    stages.kernel(module, r, plan)
+    if args.stage != "kernel":
+        sys.stdout.write(lowered_dump(module, args.stage, r.default, args.format))
+    elif args.format == "text":
+        sys.stdout.write(kernel_dump(module, r.label, pipeline))
     else:
-        sys.stdout.write(core_text(module))
+        sys.stdout.write(_comments(_from_core("kernel", r.label, pipeline), "//") + str(module))
     return 0
 
 
-def kernel_dump(module, realize: str, seed: int, plan: str | None = None) -> str:
-    """The kernels an entry launches, in the order of their first launch: the module is
-    lowered (in place) and the entry run on drawn inputs, as the seed's dump does."""
-    program = read_core(module)
-    params = parameters(program, seed, None)
-    args = ([params] if params is not None else []) + arguments(program, seed, None)
-    backend = backends.make("kernel", module, realize=realize, plan=plan)
-    backend.call(args, CallContext(seed=seed))
-    saved = backend.unfused - backend.launches
-    pct = round(100 * saved / backend.unfused) if backend.unfused else 0
-    lines = [
-        f"-- {len(backend.launched)} kernels, {backend.launches} launches, "
-        f"{backend.realization.label}",
-        f"-- fusion: {backend.unfused} launches without it, {saved} saved ({pct}%)",
+def _from_core(stage: str, label: str, pipeline: str) -> list[str]:
+    """The header naming the pipeline that gives a stage from
+    `presk dump --stage core --format mlir` (run with the same flags)."""
+    return [
+        f"{stage} stage, {label}, from the core stage (presk dump --stage core --format mlir, "
+        "the same flags) by:",
+        f"  presk-opt --pass-pipeline='{pipeline}'",
     ]
-    lines += [kernel_text(backend.kernel_ops[name]) for name in backend.launched]
-    return "\n".join(lines) + "\n"
 
 
-def lowered_dump(module, stage: str, realize: str, fmt: str, plan: str | None = None) -> str:
+def _comments(lines: list[str], mark: str) -> str:
+    return "".join(f"{mark} {line}\n" for line in lines)
+
+
+def kernel_dump(module, label: str, pipeline: str) -> str:
+    """The kernels an entry launches, in the order of their first launch, headed by their
+    counts (read from the host program: nothing runs) and the pipeline that gives them."""
+    kernels = kernels_of(module)
+    counted = count_launches(read_host(module), kernels)
+    saved = counted.unfused - counted.launches
+    pct = round(100 * saved / counted.unfused) if counted.unfused else 0
+    head = [
+        f"{len(counted.kernels)} kernels, {counted.launches} launches, {label}",
+        f"fusion: {counted.unfused} launches without it, {saved} saved ({pct}%)",
+        *_from_core("kernel", label, pipeline),
+    ]
+    body = [kernel_text(kernels[name]) for name in counted.kernels]
+    return _comments(head, "--") + "\n".join(body) + "\n"
+
+
+@dataclass
+class Launches:
+    """What one call of the entry launches, outside training (where dropout is the
+    identity and launches nothing)."""
+
+    kernels: list[str] = field(default_factory=list)  # in the order of their first launch
+    launches: int = 0
+    unfused: int = 0  # the launches the same call would make without fusion
+
+    def add(self, program: Program, name: str, ops: dict[str, int], times: int = 1) -> None:
+        """Count the launches of host function `name`, called `times` times."""
+        fn = program.functions[name]
+        types = list(fn.arg_types) + [op.type for op in fn.ops]
+        for op in fn.ops:
+            if op.name == "psk_kernel.launch" and op.attrs.get("draw") != "dropout":
+                kernel = op.attrs["kernel"]
+                if kernel not in self.kernels:
+                    self.kernels.append(kernel)
+                self.launches += times
+                self.unfused += times * ops[kernel]
+            elif op.name == "func.call":
+                self.add(program, op.callee, ops, times)
+            elif op.name in ("psk.fold", "psk.fold_fwd", "psk.fold_bwd"):
+                self.add(program, op.callee, ops, times * _layers(types[op.ins[0]]))
+
+
+def _layers(stack) -> int:
+    """The layers a fold runs: its stack's leading axis, or its residuals' count (fold_bwd)."""
+    if isinstance(stack, TupleType):
+        return len(stack.items)
+    return leaves(stack)[0][1].shape[0]
+
+
+def count_launches(program: Program, kernels: dict) -> Launches:
+    ops = {name: _ops(f) for name, f in kernels.items()}
+    counted = Launches()
+    counted.add(program, program.entry, ops)
+    return counted
+
+
+def _ops(kernel) -> int:
+    """The PSK-Core ops a kernel fuses (1 unless fused)."""
+    attrs = kernel.attributes
+    return attrs["psk_kernel.ops"].value if "psk_kernel.ops" in attrs else 1
+
+
+def lowered_dump(module, stage: str, machine: str, fmt: str) -> str:
     """The kernels at the affine or LLVM stage, headed by the pipeline that gives them from
     the kernel stage (`presk dump --stage kernel --format mlir`), for presk-opt. Text
     shows the kernels alone, mlir the whole module (at the affine stage, the host too)."""
     width = vector_bytes()
-    backends.make("kernel", module, realize=realize, plan=plan)  # lowered, realized, planned
-    realize = python_value(module.operation.attributes["psk_kernel.type"])
     stages.affine(module, width)
     pipelines = [stages.affine_pipeline(width)]
     if stage == "llvm":
         stages.llvm(module)
         pipelines.append(stages.LLVM_PIPELINE)
-    lines = [f"// {stage} stage, {realize}, from the kernel stage by:"]
+    lines = [f"// {stage} stage, {machine}, from the kernel stage by:"]
     lines += [f"//   presk-opt --pass-pipeline='{p}'" for p in pipelines]
     if fmt == "mlir":
         return "\n".join(lines) + "\n" + str(module)

@@ -7,11 +7,10 @@ from presk.cli.common import seed_number
 from presk.cli.programs import (
     add_backend_args,
     add_program_args,
+    compile_args,
     elaborate_args,
-    make_backend,
     read_program,
 )
-from presk.ir.program import read_program as read_core
 from presk.runtime.inputs import parameters
 from presk.runtime.values import Tensor
 from presk.train.data import Windows, next_token_pair
@@ -38,11 +37,10 @@ def configure(p) -> None:
 def run(args) -> int:
     program = read_program(args.file)
     data = Windows.load(args.data)
-    elaborated = elaborate_args(args, program)
-    core = read_core(elaborated.module)
-    t, vocab = check_token_entry(core, data)
-    params = parameters(core, args.seed, args.weights)
-    backend = make_backend(args, elaborated.module)
+    core = elaborate_args(args, program)
+    t, vocab = check_token_entry(core.view, data)
+    params = parameters(core.view, args.seed, args.weights)
+    backend = compile_args(args, core).backend
     total, count = 0.0, 0
     for windows in data.validation(t.shape[0]):
         if args.batches is not None and count >= args.batches:

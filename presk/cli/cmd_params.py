@@ -5,7 +5,6 @@ from __future__ import annotations
 from presk.cli.common import seed_number
 from presk.cli.programs import add_program_args, elaborate_args
 from presk.errors import UsageError
-from presk.ir.program import read_program
 from presk.runtime import params_file
 from presk.runtime.inputs import parameters
 
@@ -34,8 +33,7 @@ def configure(p) -> None:
 def run(args) -> int:
     if not params_file.is_params_file(args.out):
         raise UsageError(f"--out {args.out}: write parameters to a .npz or .safetensors file")
-    program = read_program(elaborate_args(args).module)
-    params = parameters(program, args.seed, args.weights)
+    params = parameters(elaborate_args(args).view, args.seed, args.weights)
     if params is None:
         raise UsageError(f"{args.entry} is not a module's function: it has no parameters")
     params_file.write(args.out, params)

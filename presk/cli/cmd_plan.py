@@ -5,13 +5,11 @@ from __future__ import annotations
 import json
 import sys
 
-from presk import stages
 from presk.backends import REALIZATIONS
-from presk.cli.programs import add_program_args, elaborate_args, read_program
+from presk.cli.programs import add_program_args, elaborate_args
 from presk.fileio import write_atomic
 from presk.kernel.cost import Target, milliseconds
 from presk.kernel.planner import choose, plan_entry
-from presk.train.step import add_train_step
 
 HELP = "choose a layout for each contraction nest of an entry with the cost model; write a plan"
 
@@ -24,11 +22,7 @@ def configure(p) -> None:
 
 
 def run(args) -> int:
-    elaborated = elaborate_args(args, read_program(args.file))
-    if args.train_step:
-        add_train_step(elaborated, args.remat)
-    module = elaborated.module
-    stages.kernel(module, args.realize)
+    module = elaborate_args(args, train_step=args.train_step).lower(args.realize).module
     choices = choose(module.operation, args.realize, Target.host())
     plan = {"realize": args.realize, "layout": {c.site: plan_entry(c.layout) for c in choices}}
     text = json.dumps(plan, indent=2) + "\n"

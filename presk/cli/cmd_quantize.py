@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from presk.cli.programs import add_program_args, entry_bindings, read_program
+from presk.cli.programs import add_program_args, bindings, read_program
 from presk.errors import UsageError
-from presk.front.elaborate import parameter_type
-from presk.ir.context import new_context
 from presk.ir.types import leaves
 
 HELP = "list an entry's parameter paths and shapes, the names a realization's quant takes"
@@ -22,7 +20,7 @@ def run(args) -> int:
     if not args.list:
         raise UsageError("presk quantize: give --list (integer weights are chosen by --realize)")
     program = read_program(args.file)
-    t = parameter_type(program, *entry_bindings(args, program), new_context())
+    t = program.parameter_type(**bindings(args, program))
     if t is None:
         raise UsageError(f"{args.entry} is not a module's function: it has no parameters")
     for path, leaf in leaves(t):

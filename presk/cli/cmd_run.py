@@ -6,9 +6,8 @@ import sys
 
 from presk.backends.host import CallContext
 from presk.cli.common import seed_number
-from presk.cli.programs import add_backend_args, add_program_args, elaborate_args, make_backend
+from presk.cli.programs import add_backend_args, add_program_args, compile_args, elaborate_args
 from presk.fileio import check_writable
-from presk.ir.program import read_program
 from presk.runtime import output
 from presk.runtime.inputs import arguments, parameters
 from presk.runtime.synth import entry_arguments
@@ -57,14 +56,14 @@ def run(args) -> int:
     for path in (args.out, args.save_inputs):
         if path:
             check_writable(path)  # before the run, which may take long
-    elaborated = elaborate_args(args)
-    program = read_program(elaborated.module)
+    core = elaborate_args(args)
+    program = core.view
     params = parameters(program, args.seed, args.weights)
     inputs = arguments(program, args.seed, args.inputs)
     if args.save_inputs:
         names = [n for n, _ in entry_arguments(program, program.entry_function)]
         output.write_npz(args.save_inputs, dict(zip(names, inputs, strict=True)))
-    backend = make_backend(args, elaborated.module)
+    backend = compile_args(args, core).backend
     result = backend.call(
         ([params] if params is not None else []) + inputs, CallContext(seed=args.seed)
     )

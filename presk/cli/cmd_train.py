@@ -11,17 +11,15 @@ from presk.cli.common import count, positive_count, real_number, seed_number
 from presk.cli.programs import (
     add_backend_args,
     add_program_args,
+    compile_args,
     elaborate_args,
-    make_backend,
     read_program,
 )
 from presk.errors import BindingError, RealizationError, UsageError
 from presk.front.bindings import parse_assignments
-from presk.ir.program import read_program as read_core
 from presk.runtime.inputs import parameters
 from presk.train.data import Windows
 from presk.train.loop import Hyper, State, Trainer, resume, zeros_like
-from presk.train.step import add_train_step
 
 HELP = "train an entry's parameters with AdamW, on the reference or a native backend"
 
@@ -112,11 +110,9 @@ def _bind_batch(args, program) -> None:
     """--batch B binds the dim naming the first axis of the entry's first argument."""
     if args.batch is None:
         return
-    from presk.cli.programs import elaborate_args as probe
-
-    first = probe(args, program)
-    fn = read_core(first.module).entry_function
-    arg_types = fn.arg_types[1:] if first.signature.params is not None else fn.arg_types
+    first = elaborate_args(args, program)
+    fn = first.view.entry_function
+    arg_types = fn.arg_types[1:] if first.elaborated.signature.params is not None else fn.arg_types
     name = arg_types[0].axes[0].name if arg_types and getattr(arg_types[0], "axes", ()) else None
     if name is None:
         raise BindingError(
@@ -160,9 +156,8 @@ def run(args) -> int:
     program = read_program(args.file)
     _bind_batch(args, program)
     data = Windows.load(args.data) if args.data else None
-    elaborated = elaborate_args(args, program)
-    add_train_step(elaborated, args.remat)
-    core = read_core(elaborated.module)
+    trained = elaborate_args(args, program, train_step=True)
+    core = trained.view
     if args.steps is not None:
         steps = args.steps
     elif args.epochs is not None:
@@ -191,7 +186,7 @@ def run(args) -> int:
         "steps": steps,
     }
     out = args.out or os.path.join("runs", os.path.splitext(os.path.basename(args.file))[0])
-    backend = make_backend(args, elaborated.module)
+    backend = compile_args(args, trained).backend
     if args.resume:
         state = resume(args.resume, core, meta)
         if state.step == steps:

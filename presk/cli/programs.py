@@ -1,18 +1,13 @@
-"""Reading a PSK program and elaborating an entry, as the commands that take FILE do."""
+"""The flags of the commands that take FILE, and the library API calls they make
+(presk/api.py): reading the program, elaborating the entry, compiling it for a backend."""
 
 from __future__ import annotations
 
-from presk import backends, stages
+from presk import api, backends
+from presk.api import MAX_BITS
 from presk.backends.workers import check_threads
 from presk.cli.common import whole_number
-from presk.fileio import MAX_SOURCE_BYTES, read_text
-from presk.front import ast
-from presk.front.bindings import check_memory, missing_entry, parse_assignments, parse_entry
-from presk.front.check import check_program
-from presk.front.elaborate import Elaborated, elaborate
-from presk.front.parser import parse
-from presk.front.prelude import with_prelude
-from presk.ir.context import new_context
+from presk.front.bindings import missing_entry, parse_assignments
 from presk.kernel.relayout import plan_path
 from presk.stages import REMATS
 
@@ -41,37 +36,27 @@ def add_program_args(p, default_entry: str | None = None) -> None:
     )
 
 
-def read_program(path: str) -> ast.Program:
-    """The program at `path`, parsed and checked (E0002 if it cannot be read as text of at
-    most MAX_SOURCE_BYTES)."""
-    program = with_prelude(parse(read_text(path, MAX_SOURCE_BYTES), path))
-    check_program(program)
-    return program
+def read_program(path: str) -> api.Program:
+    """The program at FILE, parsed and checked."""
+    return api.load_file(path)
 
 
-def entry_bindings(args, program: ast.Program) -> tuple:
-    """(the entry, its dims, its consts) as `--entry`, `--dim` and `--const` give them."""
-    if args.entry is None:
-        raise missing_entry(program)
-    dims = parse_assignments(args.dim, "--dim", "E3004")
-    consts = parse_assignments(args.const, "--const", "E3007")
-    return parse_entry(args.entry), dims, consts
+def bindings(args, program: api.Program) -> dict:
+    """`--entry`, `--dim` and `--const` as the API's `entry`, `dims` and `consts`."""
+    if args.entry is None:  # refused before the sizes are read, as the API does
+        raise missing_entry(program.ast)
+    return {
+        "entry": args.entry,
+        "dims": parse_assignments(args.dim, "--dim", "E3004"),
+        "consts": parse_assignments(args.const, "--const", "E3007"),
+    }
 
 
-def elaborate_args(args, program: ast.Program | None = None) -> Elaborated:
-    """The entry named by `args`, elaborated into PSK-Core, its derivatives expanded;
-    refused (E3012) if its buffers would not fit in memory."""
+def elaborate_args(args, program: api.Program | None = None, train_step: bool = False) -> api.Core:
+    """The entry the flags name, elaborated (`--remat`), with a training step if asked."""
     program = program or read_program(args.file)
-    entry, dims, consts = entry_bindings(args, program)
-    elaborated = elaborate(program, entry, dims, consts, new_context())
-    check_memory(elaborated.module, entry, dims | consts)
-    stages.core(elaborated.module, getattr(args, "remat", "store"))
-    return elaborated
-
-
-# MPFR takes far more, but a reference at millions of bits is no use (and GMP aborts the
-# process near 2^31).
-MAX_BITS = 65536
+    remat = getattr(args, "remat", "store")
+    return program.elaborate(**bindings(args, program), remat=remat, train_step=train_step)
 
 
 reference_bits = whole_number(2, MAX_BITS, f"a whole number of bits from 2 to {MAX_BITS}")
@@ -119,6 +104,7 @@ def plan_of(args) -> str | None:
     return plan_path(args.plan) if getattr(args, "plan", None) else None
 
 
-def make_backend(args, module):
-    """The backend the flags name, for `module` (lowered in place for a machine backend)."""
-    return backends.make(args.backend, module, args.bits, args.realize, args.threads, plan_of(args))
+def compile_args(args, core: api.Core) -> api.Compiled:
+    """`core` lowered in `--realize` (and `--plan`), compiled for `--backend`."""
+    kernels = core.lower(args.realize, args.plan)
+    return kernels.compile(args.backend, threads=args.threads, bits=args.bits)

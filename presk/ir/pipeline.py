@@ -8,6 +8,7 @@ may appear only at the top level of the pipeline.
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 
 from mlir import ir
@@ -28,10 +29,15 @@ class UpstreamStep:
 
 
 def split_top_level(text: str) -> list[str]:
-    """Split `a,b{x=1},c(d,e)` at the commas outside braces and parentheses."""
-    parts, depth, start = [], 0, 0
+    """Split `a,b{x=1},c(d,e)` at the commas outside braces, parentheses and quotes (a
+    quoted option value, `{file='my plans/p (1).json'}`, may hold any of them)."""
+    parts, depth, start, quote = [], 0, 0, None
     for i, ch in enumerate(text):
-        if ch in "({":
+        if quote:
+            quote = None if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "({":
             depth += 1
         elif ch in ")}":
             depth -= 1
@@ -49,8 +55,13 @@ def split_top_level(text: str) -> list[str]:
 
 
 def _options(name: str, text: str) -> dict[str, str]:
+    """`key=value key2='a value'`: values may be quoted as a shell quotes them."""
+    try:
+        items = shlex.split(text)
+    except ValueError as e:  # an unterminated quote
+        raise UsageError(f"pass {name}: options '{text}': {e}") from None
     out = {}
-    for item in text.split():
+    for item in items:
         key, eq, value = item.partition("=")
         if not eq:
             raise UsageError(f"pass {name}: option '{item}' is not key=value")

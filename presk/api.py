@@ -1,0 +1,422 @@
+"""presk as a library: stage objects from source to a callable (docs/api.md).
+
+    load(path or text)                  -> Program   parsed and checked, the prelude joined
+      .elaborate(entry, dims, consts)   -> Core      PSK-Core, its derivatives expanded
+      .lower(realize, plan)             -> Kernels   a realization (and a plan) for the kernels
+      .compile(backend, threads, bits)  -> Compiled  a callable on numpy arrays
+
+Every stage stays usable: the backends lower a module in place, so each lowering starts
+from a copy of the Core's module, and one Core lowers to any number of realizations.
+Tensors go in and come out as numpy arrays (float64, int64, bool), records (a parameter
+tree) as dicts of arrays by dotted path, tuples as tuples. What a user gets wrong is a
+`PreskError`, with the code the command line gives it. The commands of `presk` are these
+calls behind flags (presk/cli/programs.py).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+from mlir import ir
+
+from presk import backends, stages
+from presk import realize as realizations
+from presk.backends.host import CallContext
+from presk.backends.kernel import kernels_of
+from presk.backends.workers import check_threads
+from presk.errors import FileFormatError, UsageError
+from presk.fileio import MAX_SOURCE_BYTES, read_text
+from presk.front import ast
+from presk.front.bindings import (
+    Entry,
+    available_entries,
+    check_memory,
+    missing_entry,
+    parse_assignments,
+    parse_entry,
+)
+from presk.front.check import check_program
+from presk.front.elaborate import Elaborated, elaborate, parameter_type
+from presk.front.parser import parse
+from presk.front.prelude import with_prelude
+from presk.front.unparse import program as unparse
+from presk.ir.context import new_context
+from presk.ir.core_text import core_text
+from presk.ir.program import Program as CoreProgram
+from presk.ir.program import read_program
+from presk.ir.types import PskType, TensorType
+from presk.ir.types import leaves as leaf_types
+from presk.kernel.relayout import plan_path
+from presk.kernel.text import kernel_text
+from presk.runtime.arrays_file import read_leaf
+from presk.runtime.inputs import arguments, param_type, parameters
+from presk.runtime.output import _float64
+from presk.runtime.values import Tensor, Value, build, leaves
+from presk.train.loop import Hyper, State, Trainer, first_step, zeros_like
+from presk.train.step import SYMBOL, add_train_step
+
+# MPFR takes far more, but a reference at millions of bits is no use (and GMP aborts the
+# process near 2^31).
+MAX_BITS = 65536
+
+
+def load(source: str | os.PathLike) -> Program:
+    """The program in a file (a path) or in `source` itself (a string holding a newline)."""
+    if isinstance(source, str) and "\n" in source:
+        return load_text(source)
+    return load_file(os.fspath(source))
+
+
+def load_file(path: str) -> Program:
+    """The program at `path` (E0002 if it cannot be read as text of at most
+    MAX_SOURCE_BYTES)."""
+    return load_text(read_text(path, MAX_SOURCE_BYTES), path)
+
+
+def load_text(text: str, name: str = "<text>") -> Program:
+    """The program `text`, its errors located in `name`."""
+    tree = with_prelude(parse(text, name))
+    check_program(tree)
+    return Program(tree)
+
+
+class Program:
+    """A checked program, the prelude joined: the stage before an entry is chosen."""
+
+    def __init__(self, tree: ast.Program):
+        self.ast = tree
+
+    def entries(self) -> list[str]:
+        """The entries `elaborate` takes: functions, and modules' functions with their consts."""
+        return available_entries(self.ast)
+
+    def text(self) -> str:
+        """The syntax tree printed back (`presk dump --stage ast`)."""
+        return unparse(self.ast)
+
+    def mlir(self) -> str:
+        raise UsageError("a program is MLIR once an entry is elaborated: elaborate(entry).mlir()")
+
+    def elaborate(
+        self,
+        entry: str,
+        dims: dict[str, int] | None = None,
+        consts: dict[str, int] | None = None,
+        remat: str = "store",
+        train_step: bool = False,
+    ) -> Core:
+        """`entry` (`fn`, `Module.fn`, `'Module{3, 2}.fn'`, `fn.grad`) at these sizes, in
+        PSK-Core with its derivatives expanded (`remat`: a derivative's residuals stored
+        or recomputed); with `train_step`, the entry a loss and `train.step` beside it
+        (presk/train/step.py). Refused (E3012) if its buffers would not fit in memory."""
+        if remat not in stages.REMATS:
+            raise UsageError(f"remat {remat!r}: choose from {', '.join(stages.REMATS)}")
+        parsed, dims, consts = self._bindings(entry, dims, consts)
+        elaborated = elaborate(self.ast, parsed, dims, consts, new_context())
+        check_memory(elaborated.module, parsed, dims | consts)
+        stages.core(elaborated.module, remat)
+        if train_step:
+            add_train_step(elaborated, remat)
+        return Core(self, entry, dims, consts, remat, train_step, elaborated)
+
+    def parameter_type(
+        self, entry: str, dims: dict[str, int] | None = None, consts: dict[str, int] | None = None
+    ) -> PskType | None:
+        """The parameter record of the entry's module (None for a plain function), its
+        functions not elaborated."""
+        return parameter_type(self.ast, *self._bindings(entry, dims, consts), new_context())
+
+    def _bindings(self, entry: str | None, dims, consts) -> tuple[Entry, dict, dict]:
+        """The entry and its sizes, checked as `--entry`, `--dim` and `--const` are (E3xxx)."""
+        if entry is None:
+            raise missing_entry(self.ast)
+        dims, consts = _sizes(dims, "--dim", "E3004"), _sizes(consts, "--const", "E3007")
+        return parse_entry(entry), dims, consts
+
+
+def _sizes(given: dict | None, flag: str, code: str) -> dict[str, int]:
+    """`{name: size}` checked as the flag's `NAME=N` is (a positive whole number)."""
+    return parse_assignments([f"{k}={v}" for k, v in (given or {}).items()], flag, code)
+
+
+class Core:
+    """An entry elaborated into PSK-Core, its derivatives expanded: what the reference runs
+    and every lowering starts from."""
+
+    def __init__(self, program, entry, dims, consts, remat, train_step, elaborated: Elaborated):
+        self.program = program
+        self.entry = entry
+        self.dims = dims
+        self.consts = consts
+        self.remat = remat
+        self.train_step = train_step
+        self.elaborated = elaborated
+
+    @property
+    def module(self) -> ir.Module:
+        return self.elaborated.module
+
+    @cached_property
+    def view(self) -> CoreProgram:
+        """The module read once for the executors (presk/ir/program.py)."""
+        return read_program(self.module)
+
+    def text(self) -> str:
+        """PSK-Core's readable text (`presk dump --stage core`)."""
+        return core_text(self.module)
+
+    def mlir(self) -> str:
+        return str(self.module)
+
+    def params(self, seed: int = 0, weights: str | None = None) -> dict[str, np.ndarray] | None:
+        """The entry module's parameters by path: initialised from `seed`, or read from a
+        checkpoint or parameters file; None for a plain function."""
+        value = parameters(self.view, seed, weights)
+        return None if value is None else to_numpy(value)
+
+    def lower(self, realize="f64", plan: str | None = None) -> Kernels:
+        """The entry's kernels in a realization (`f64`, `f32`, `bf16`, `@R.json` or a
+        `Realization`), the nests a plan file names (`@P.json`) at its layouts."""
+        return Kernels(self, realize, plan)
+
+    def copy(self) -> ir.Module:
+        """A copy of the module, its locations kept, for a lowering to change in place."""
+        asm = self.module.operation.get_asm(enable_debug_info=True)
+        return ir.Module.parse(asm, self.module.context)
+
+    def derived(self, entry: str | None = None, train_step: bool | None = None) -> Core:
+        """This Core's program and sizes elaborated again, for another entry (a derivative)
+        or with a training step."""
+        return self.program.elaborate(
+            entry or self.entry,
+            self.dims,
+            self.consts,
+            self.remat,
+            self.train_step if train_step is None else train_step,
+        )
+
+
+class Kernels:
+    """A Core with a realization and a plan: its kernels, compiled by `compile`."""
+
+    def __init__(self, core: Core, realize, plan: str | None):
+        self.core = core
+        self.plan = plan_path(plan) if plan else None
+        self.realization = (
+            realize if isinstance(realize, realizations.Realization) else realizations.read(realize)
+        )
+
+    @cached_property
+    def module(self) -> ir.Module:
+        """The kernel stage: a copy of the Core lowered, realized and planned."""
+        module = self.core.copy()
+        backends.make("kernel", module, realize=self.realization, plan=self.plan)
+        return module
+
+    def text(self) -> str:
+        """Each kernel's readable text, in the module's order."""
+        return "\n".join(map(kernel_text, kernels_of(self.module).values())) + "\n"
+
+    def mlir(self) -> str:
+        return str(self.module)
+
+    def compile(self, backend: str = "mlir", threads: int | None = None, bits: int = 256):
+        """The entry on `backend`: `interp` the exact reference at `bits` of precision,
+        `kernel` the kernel evaluator, `mlir` native code on `threads` workers (default
+        $PRESK_THREADS, else the cores)."""
+        if isinstance(bits, bool) or not isinstance(bits, int) or not 2 <= bits <= MAX_BITS:
+            raise UsageError(f"bits {bits!r} is not a whole number of bits from 2 to {MAX_BITS}")
+        threads = check_threads(threads, "threads") if threads is not None else None
+        module = self.core.copy()
+        runner = backends.make(backend, module, bits, self.realization, threads, self.plan)
+        return Compiled(self, runner, module, threads, bits)
+
+
+class Compiled:
+    """An entry compiled for a backend, called on numpy arrays:
+    `f(params, x, …, seed=0)`, the parameters first for a module's function."""
+
+    def __init__(self, kernels: Kernels, backend, module: ir.Module, threads, bits: int):
+        self.kernels = kernels
+        self.core = kernels.core
+        self.backend = backend
+        self.module = module  # the stage the backend runs
+        self.threads = threads
+        self.bits = bits
+
+    def __call__(self, *args, seed: int = 0):
+        """The entry's output on `args`, as numpy (`seed` keys its random draws)."""
+        return to_numpy(self.backend.call(self.values(args), CallContext(seed=seed)))
+
+    def values(self, args) -> list[Value]:
+        """The runtime values of a call's arguments, each array checked against its leaf:
+        the parameters as a parameters file's (E9005), the others as `--inputs` (E9006)."""
+        view = self.core.view
+        fn = view.entry_function
+        if len(args) != len(fn.arg_types):
+            names = ", ".join(fn.arg_names)
+            raise UsageError(
+                f"{self.core.entry} takes {len(fn.arg_types)} arguments ({names}), "
+                f"given {len(args)}"
+            )
+        takes_params = param_type(view) is not None  # the parameter record comes first
+        values = []
+        for i, (name, t, given) in enumerate(zip(fn.arg_names, fn.arg_types, args, strict=True)):
+            name, code = ("", "E9005") if takes_params and i == 0 else (name, "E9006")
+            values.append(to_value(t, given, name, code, self.core.entry))
+        return values
+
+    def params(self, seed: int = 0, weights: str | None = None) -> dict[str, np.ndarray] | None:
+        return self.core.params(seed, weights)
+
+    @cached_property
+    def grad(self) -> Compiled:
+        """The gradient of the entry (a function returning ℝ): the entry `f.grad`, compiled
+        as this is; for a module's function, the gradient of its parameters."""
+        return self._recompiled(self.core.derived(entry=f"{self.core.entry}.grad"))
+
+    @cached_property
+    def train_step(self) -> TrainStep:
+        """One AdamW step of the entry (a module's function returning ℝ), compiled as this is."""
+        return TrainStep(self._recompiled(self.core.derived(train_step=True)))
+
+    def _recompiled(self, core: Core) -> Compiled:
+        kernels = core.lower(self.kernels.realization, self.kernels.plan)
+        return kernels.compile(self.backend.name, self.threads, self.bits)
+
+    def drawn(self, seed: int = 0) -> Callable[[], Value]:
+        """One call on the parameters and inputs `seed` draws (for a Core with a training
+        step, the first step from them), everything prepared once: a call to time."""
+        view, backend = self.core.view, self.backend
+        params = parameters(view, seed, None)
+        if backend.name != "interp" and params is not None:  # typed and quantised once
+            params = realizations.parameter_values(params, backend.realization, native=True)
+        if self.core.train_step:
+            step_args, ctx = first_step(view, backend, params, seed)
+            return lambda: backend.call(step_args, ctx, SYMBOL)
+        call_args = ([params] if params is not None else []) + arguments(view, seed, None)
+        ctx = CallContext(seed=seed)
+        return lambda: backend.call(call_args, ctx)
+
+    def text(self) -> str:
+        """What the backend runs, readably: PSK-Core for the reference, the kernels
+        otherwise (the mlir backend's as affine loops)."""
+        if self.backend.name == "interp":
+            return core_text(self.module)
+        show = kernel_text if self.backend.name == "kernel" else str
+        return "\n".join(map(show, kernels_of(self.module).values())) + "\n"
+
+    def mlir(self) -> str:
+        return str(self.module)
+
+
+@dataclass
+class StepResult:
+    loss: float
+    grad_norm: float  # before clipping
+    lr: float  # this step's learning rate
+    params: dict[str, np.ndarray]
+    m: dict[str, np.ndarray]  # AdamW's moments
+    v: dict[str, np.ndarray]
+
+
+class TrainStep:
+    """`train.step` (presk/train/step.py) on a backend: a loss's forward and backward, the
+    gradient clipped, AdamW's step, every number computed by the backend."""
+
+    def __init__(self, compiled: Compiled):
+        self.compiled = compiled
+
+    def __call__(
+        self,
+        params: dict,
+        *batch,
+        m: dict | None = None,
+        v: dict | None = None,
+        step: int = 1,
+        steps: int = 100,
+        hyper: Hyper | None = None,
+        seed: int = 0,
+    ) -> StepResult:
+        """Step `step` of a run of `steps` from `params` and AdamW's moments (zero when not
+        given) on `batch`, the loss's arguments (drawn from `seed` when not given, as
+        `presk train` draws them without --data)."""
+        compiled = self.compiled
+        view = compiled.core.view
+        trainer = Trainer(
+            view,
+            compiled.backend,
+            steps=steps,
+            seed=seed,
+            hyper=hyper or Hyper(),
+            data=None,
+            log_every=1,
+            ckpt_every=0,
+            out=None,
+            meta={},
+            quiet=True,
+        )
+        batch = batch or to_numpy(tuple(trainer.batch(step)[0]))
+        p, *data = compiled.values([params, *batch])
+        ptype = param_type(view)
+        state = State(
+            p,
+            zeros_like(p) if m is None else to_value(ptype, m, "", "E9005", "m"),
+            zeros_like(p) if v is None else to_value(ptype, v, "", "E9005", "v"),
+        )
+        args = [state.params, state.m, state.v, *trainer.hyper_args(step), *data]
+        out = compiled.backend.call(args, trainer.context(step), SYMBOL)
+        loss, grad_norm, lr = (float(_float64(t)) for t in out[:3])
+        return StepResult(loss, grad_norm, lr, *map(to_numpy, out[3:]))
+
+
+class _Arrays:
+    """Arrays in memory, read by `read_leaf` as it reads the members of a file."""
+
+    def __init__(self, by_path: dict):
+        self._arrays = {p: np.asarray(a) for p, a in by_path.items()}
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._arrays)
+
+    def header(self, name: str):
+        return self._arrays[name].shape, self._arrays[name].dtype
+
+    def read(self, name: str) -> np.ndarray:
+        return self._arrays[name]
+
+
+def to_value(t: PskType, given, name: str, code: str, what: str) -> Value:
+    """`given` as the runtime value `name` (an argument's name, "" for the parameters) of
+    type `t`: an array for a tensor, else a dict of arrays by dotted path, every path
+    present and no other (`code`), each array of its leaf's shape (`code`) and kind
+    (E9006). `what` heads a refusal."""
+    if isinstance(t, TensorType):
+        given = {"": given}
+    elif not isinstance(given, dict):
+        raise UsageError(f"{what}: {name or 'the parameters'} is a dict of arrays by path")
+    want = dict(leaf_types(t))
+    for path in [p for p in want if p not in given] + [p for p in given if p not in want]:
+        full = _joined(name, path)
+        why = f"no array {full} ({want[path].text()})" if path in want else f"no leaf {full}"
+        raise FileFormatError(f"{what}: {why} in {t.text()}", code=code)
+    arrays = _Arrays({_joined(name, p): a for p, a in given.items()})
+    return build(t, lambda p, leaf: Tensor(leaf, read_leaf(what, arrays, p, leaf, code)), name)
+
+
+def _joined(prefix: str, path: str) -> str:
+    return f"{prefix}.{path}" if prefix and path else prefix or path
+
+
+def to_numpy(value: Value):
+    """A runtime value as numpy: a tensor an array (reals float64), a record a dict of
+    arrays by dotted path, a tuple a tuple."""
+    if isinstance(value, tuple):
+        return tuple(map(to_numpy, value))
+    arrays = {p: _float64(t) if t.type.kind == "real" else t.data for p, t in leaves(value)}
+    return arrays[""] if isinstance(value, Tensor) else arrays

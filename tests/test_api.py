@@ -1,0 +1,243 @@
+"""The library API (presk/api.py): docs/api.md's example, run as written, and each stage."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from contextlib import contextmanager
+
+import numpy as np
+import pytest
+from programs import REPO
+
+import presk
+from presk.cli.common import run_cli
+from presk.cli.main import main
+
+REGRESSION = REPO / "tests" / "train" / "mlp_regression.psk"
+F64 = (2.0**-40, 2.0**-50)  # the f64 band: |x − x̂| ≤ ε·(|x| + a)
+
+# A function and a module, for derivatives and tuple outputs.
+PROGRAM = """dim N
+fn f(x : ℝ[N, 3], v : ℝ[3]) -> ℝ { sum(tanh(x · v)) }
+module Fit{K} {
+  param w : ℝ[K] = normal(scale = 1)
+  fn loss(x : ℝ[N, K]) -> ℝ { sum(tanh(x · w)) }
+}
+"""
+
+
+def within(mine, exact, band=F64) -> bool:
+    eps, a = band
+    return bool(np.all(np.abs(mine - exact) <= eps * (np.abs(exact) + a)))
+
+
+@contextmanager
+def refused(code: str):
+    """The block must raise a PreskError of `code`."""
+    with pytest.raises(presk.PreskError) as e:
+        yield e
+    assert e.value.code == code, e.value.render()
+
+
+@pytest.fixture(scope="module")
+def core():
+    return presk.load(REGRESSION).elaborate("Regression.loss", dims={"N": 8})
+
+
+@pytest.fixture(scope="module")
+def x():
+    return np.random.default_rng(1).standard_normal((8, 3))
+
+
+def test_the_documented_example_runs(monkeypatch, capsys):
+    text = (REPO / "docs" / "api.md").read_text()
+    code = re.search(r"## An example\n.*?```python\n(.*?)```", text, re.S).group(1)
+    monkeypatch.chdir(REPO)
+    exec(compile(code, "docs/api.md", "exec"), {})  # the doc's own code, nothing else
+    out = capsys.readouterr().out
+    assert "f32: loss 1.54338" in out and "bf16: loss" in out and "a step from loss" in out
+
+
+def test_import_presk_loads_no_mlir():
+    code = "import sys, presk; assert 'mlir' not in sys.modules; presk.load; print('ok')"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout == "ok\n", done.stderr
+
+
+# ---- Program ----------------------------------------------------------------------------
+
+
+def test_a_program_loads_from_a_path_or_from_its_text():
+    from_path = presk.load(REGRESSION)
+    from_text = presk.load(REGRESSION.read_text())
+    assert from_path.text() == from_text.text()
+    assert from_path.entries() == from_text.entries()
+    assert "Regression.loss" in from_path.entries()
+    assert "Dense{In, Out}.apply" in from_path.entries()
+
+
+def test_a_programs_errors_are_located_and_coded(tmp_path):
+    with refused("E0002"):
+        presk.load(tmp_path / "missing.psk")
+    with refused("E1003") as e:
+        presk.load("dim N\nfn f(x : ℝ[N]) -> ℝ { sum(x) \n")
+    assert e.value.span.file == "<text>"
+    with refused("E0001"):
+        presk.load(REGRESSION).mlir()
+
+
+@pytest.mark.parametrize(
+    "entry, dims, code",
+    [
+        ("nothing", {}, "E3001"),
+        ("Regression.loss", {"M": 8}, "E3004"),
+        ("Regression.loss", {"N": 0}, "E3005"),
+        ("Regression.loss", {"N": 2.5}, "E3005"),
+        ("Regression{3}.loss", {}, "E3009"),
+    ],
+)
+def test_bindings_are_refused_as_the_flags_are(entry, dims, code):
+    with refused(code):
+        presk.load(REGRESSION).elaborate(entry, dims=dims)
+
+
+def test_a_bad_remat_is_refused():
+    with refused("E0001"):
+        presk.load(REGRESSION).elaborate("Regression.loss", remat="never")
+
+
+def test_the_parameter_type_needs_no_elaboration():
+    t = presk.load(REGRESSION).parameter_type("Regression.loss")
+    assert t.text().startswith("{l1: {w: ℝ[3, 16]")
+
+
+# ---- Core and Kernels -------------------------------------------------------------------
+
+
+def test_a_core_shows_psk_core(core):
+    assert core.text().startswith("-- entry Regression.loss at N=8")
+    assert '"psk.' in core.mlir()
+    assert core.params().keys() == {"l1.w", "l1.b", "l2.w", "l2.b", "v", "c"}
+
+
+def test_one_core_lowers_and_compiles_many_times(core, x):
+    before = core.mlir()
+    f32, bf16 = core.lower("f32"), core.lower("bf16")
+    assert "f32[" in f32.text() and "bf16[" in bf16.text()
+    assert "psk_kernel.launch" in f32.mlir()
+    outputs = [core.lower(r).compile("kernel")(core.params(), x) for r in ("f32", "bf16", "f64")]
+    assert len({float(o) for o in outputs}) == 3
+    assert core.mlir() == before  # the Core's module is never lowered
+
+
+def test_each_compiled_stage_shows_what_it_runs(core):
+    assert core.lower().compile("interp").text() == core.text()
+    assert core.lower("f32").compile("kernel").text() == core.lower("f32").text()
+    native = core.lower("f32").compile("mlir")
+    assert "affine.for" in native.text() and "psk_kernel.launch" in native.mlir()
+
+
+def test_kernels_refuse_a_bad_realization_or_plan(core, tmp_path):
+    with refused("E7001"):
+        core.lower("f16")
+    with refused("E0002"):
+        core.lower("f32", plan=f"@{tmp_path / 'missing.json'}")
+
+
+def test_compile_refuses_a_bad_backend_bits_or_threads(core):
+    kernels = core.lower()
+    for kwargs in ({"backend": "gpu"}, {"backend": "interp", "bits": 1}, {"threads": 0}):
+        with refused("E0001"):
+            kernels.compile(**kwargs)
+
+
+# ---- Compiled ---------------------------------------------------------------------------
+
+
+def test_the_kernel_evaluator_is_within_the_f64_band_of_the_reference(core, x):
+    params = core.params(seed=3)
+    exact = core.lower().compile("interp", bits=128)
+    f64 = core.lower().compile("kernel")
+    assert within(f64(params, x), exact(params, x))
+    mine, theirs = f64.grad(params, x), exact.grad(params, x)
+    assert mine.keys() == theirs.keys() == params.keys()
+    assert all(within(mine[p], theirs[p]) for p in params)
+
+
+def test_the_output_matches_presk_run(core, tmp_path):
+    """The API and `presk run` on the same drawn inputs: the same bits."""
+    out = tmp_path / "out.npz"
+    argv = ["run", str(REGRESSION), "--entry", "Regression.loss", "--dim", "N=8"]
+    inputs = tmp_path / "in.npz"
+    assert run_cli(main, [*argv, "--backend", "kernel", "--out", str(out)]) == 0
+    assert run_cli(main, [*argv, "--save-inputs", str(inputs)]) == 0
+    with np.load(out) as o, np.load(inputs) as i:
+        mine = core.lower().compile("kernel")(core.params(), i["x"])
+        assert np.array_equal(mine, o["output"])
+
+
+def test_tuples_come_out_as_tuples_and_records_as_dicts(tmp_path):
+    program = presk.load(PROGRAM)
+    x, v = np.ones((4, 3)), np.array([0.1, 0.2, 0.3])
+    vjp = program.elaborate("f.vjp", dims={"N": 4}).lower().compile("kernel")
+    dx, dv = vjp(x, v, 1.0)
+    assert dx.shape == (4, 3) and dv.shape == (3,)
+    grad = program.elaborate("Fit{3}.loss", dims={"N": 4}).lower().compile("kernel").grad
+    assert grad({"w": v}, x).keys() == {"w"}
+
+
+def test_values_are_checked_against_their_leaves(core, x):
+    f = core.lower().compile("kernel")
+    params = core.params()
+    with refused("E0001"):
+        f(params)
+    with refused("E9006"):
+        f(params, x[:4])
+    with refused("E9006"):
+        f(params, x.astype(complex))
+    with refused("E9005"):
+        f({k: a for k, a in params.items() if k != "c"}, x)
+    with refused("E9005"):
+        f({**params, "d": np.zeros(())}, x)
+    with refused("E9005"):
+        f({**params, "v": np.zeros(15)}, x)
+    with refused("E0001"):
+        f(params["v"], x)
+
+
+def test_a_train_step_is_presk_trains_first_step(core, tmp_path):
+    argv = ["train", str(REGRESSION), "--entry", "Regression.loss", "--dim", "N=8"]
+    argv += ["--steps", "1", "--backend", "kernel", "--quiet", "--out", str(tmp_path)]
+    assert run_cli(main, argv) == 0
+    trained = core.params(weights=str(tmp_path / "checkpoint.psk.d"))
+    step = core.lower().compile("kernel").train_step(core.params(), steps=1)
+    assert step.params.keys() == trained.keys()
+    assert all(np.array_equal(step.params[p], trained[p]) for p in trained)
+    again = (
+        core.lower()
+        .compile("kernel")
+        .train_step(step.params, np.zeros((8, 3)), m=step.m, v=step.v, step=2, steps=10)
+    )
+    assert np.isfinite(again.loss) and again.lr > 0
+
+
+def test_drawn_is_a_call_on_the_seeds_inputs(core):
+    f = core.lower().compile("kernel")
+    value = f.drawn(seed=0)()
+    assert float(value.data) == float(f(core.params(), _drawn_x(core)))
+
+
+def _drawn_x(core) -> np.ndarray:
+    from presk.runtime.inputs import arguments
+
+    return arguments(core.view, 0, None)[0].data
+
+
+def test_a_run_time_error_keeps_its_place_in_the_source():
+    program = presk.load("dim N\nfn f(x : ℝ[N]) -> ℝ { sum(log(x)) }\n")
+    f = program.elaborate("f", dims={"N": 2}).lower().compile("interp")
+    with refused("E8001") as e:
+        f(np.array([-1.0, 1.0]))
+    assert (e.value.span.file, e.value.span.line) == ("<text>", 2)
