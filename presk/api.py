@@ -143,18 +143,18 @@ def _sizes(given: dict | None, flag: str, code: str) -> dict[str, int]:
     return parse_assignments([f"{k}={v}" for k, v in (given or {}).items()], flag, code)
 
 
+@dataclass(eq=False)
 class Core:
     """An entry elaborated into PSK-Core, its derivatives expanded: what the reference runs
     and every lowering starts from."""
 
-    def __init__(self, program, entry, dims, consts, remat, train_step, elaborated: Elaborated):
-        self.program = program
-        self.entry = entry
-        self.dims = dims
-        self.consts = consts
-        self.remat = remat
-        self.train_step = train_step
-        self.elaborated = elaborated
+    program: Program
+    entry: str
+    dims: dict[str, int]
+    consts: dict[str, int]
+    remat: str
+    train_step: bool
+    elaborated: Elaborated
 
     @property
     def module(self) -> ir.Module:
