@@ -347,19 +347,7 @@ class TrainStep:
         `presk train` draws them without --data)."""
         compiled = self.compiled
         view = compiled.core.view
-        trainer = Trainer(
-            view,
-            compiled.backend,
-            steps=steps,
-            seed=seed,
-            hyper=hyper or Hyper(),
-            data=None,
-            log_every=1,
-            ckpt_every=0,
-            out=None,
-            meta={},
-            quiet=True,
-        )
+        trainer = Trainer.detached(view, compiled.backend, steps, seed, hyper)
         batch = batch or to_numpy(tuple(trainer.batch(step)[0]))
         p, *data = compiled.values([params, *batch])
         ptype = param_type(view)

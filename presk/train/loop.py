@@ -168,6 +168,23 @@ class Trainer:
         if data is not None:
             self.token_type, self.vocab = check_token_entry(program, data)
 
+    @classmethod
+    def detached(cls, program: Program, backend, steps: int, seed: int, hyper=None) -> Trainer:
+        """A trainer for single steps, without data, logging or files."""
+        return cls(
+            program,
+            backend,
+            steps=steps,
+            seed=seed,
+            hyper=hyper or Hyper(),
+            data=None,
+            log_every=1,
+            ckpt_every=0,
+            out=None,
+            meta={},
+            quiet=True,
+        )
+
     def batch(self, step: int) -> tuple[list[Value], int]:
         """The entry's arguments at step `step`, and its epoch."""
         if self.data is None:
@@ -395,19 +412,7 @@ def first_step(
     """The arguments and context of the first call of `train.step` from `params` (moments
     zero) in a run of `steps` steps, without the loop's logging or files: one step to time
     or to check."""
-    trainer = Trainer(
-        program,
-        backend,
-        steps=steps,
-        seed=seed,
-        hyper=Hyper(),
-        data=None,
-        log_every=1,
-        ckpt_every=0,
-        out=None,
-        meta={},
-        quiet=True,
-    )
+    trainer = Trainer.detached(program, backend, steps, seed)
     args, _ = trainer.step_args(State(params, zeros_like(params), zeros_like(params)), 1)
     return args, trainer.context(1)
 
