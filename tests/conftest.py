@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
+from contextlib import chdir, redirect_stderr, redirect_stdout
 from pathlib import Path
+from unittest import mock
 
 import pytest
+from bad_input.refusal import TOOLS
+
+from presk.cli.common import run_cli
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -23,6 +29,27 @@ def run_tool(tool: str, *args: str, stdin: str | None = None, cwd: Path | None =
         cwd=cwd or REPO,
         env={**os.environ, "PYTHONHASHSEED": "0"},
     )
+
+
+def run_in_process(tool: str, *args: str, stdin: str | None = None):
+    """Run `presk` or `presk-opt` inside this process, in the repository as `run_tool`
+    runs it, with what `run_tool` gives: the CompletedProcess (text). A new process spends
+    a second importing MLIR; a command line is worth one only where the process is the
+    point (the installed script, stdin, a signal)."""
+    argv = [str(a) for a in args]
+    out, err = io.StringIO(), io.StringIO()
+    stdin_stream = io.TextIOWrapper(io.BytesIO((stdin or "").encode()), encoding="utf-8")
+    with (
+        chdir(REPO),
+        redirect_stdout(out),
+        redirect_stderr(err),
+        mock.patch.object(sys, "stdin", stdin_stream),
+    ):
+        try:
+            status = run_cli(TOOLS[tool], argv)
+        except SystemExit as e:  # argparse's --help and --version
+            status = e.code or 0
+    return subprocess.CompletedProcess([tool, *argv], status, out.getvalue(), err.getvalue())
 
 
 def assert_user_error(proc, code: str | None = None, where: str | None = None) -> str:

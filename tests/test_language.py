@@ -9,7 +9,7 @@ import re
 
 import numpy as np
 import pytest
-from conftest import REPO, assert_user_error, run_tool
+from conftest import REPO, assert_user_error, run_in_process
 from programs import program_of, reference_run
 
 from presk.runtime.synth import eval_const
@@ -18,7 +18,7 @@ LINEAR = REPO / "tutorial" / "01_linear.psk"
 
 
 def dump(path, *args: str) -> str:
-    proc = run_tool("presk", "dump", str(path), *args)
+    proc = run_in_process("presk", "dump", str(path), *args)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 
@@ -47,7 +47,7 @@ def test_entry_consts_and_const_flags_that_agree(entry, consts):
 
 
 def test_a_conflicting_const_is_refused_not_ignored():
-    proc = run_tool(
+    proc = run_in_process(
         "presk",
         "dump",
         str(LINEAR),
@@ -150,7 +150,7 @@ def test_a_stack_of_stacks_dumps_and_runs(tmp_path):
     assert np.allclose(np.asarray(y.data, dtype=np.float64), want, rtol=1e-12, atol=1e-14)
 
     npz = tmp_path / "y.npz"
-    proc = run_tool(
+    proc = run_in_process(
         "presk", "run", str(path), *NESTED_ARGS, "--backend", "interp", "--out", str(npz)
     )
     assert proc.returncode == 0, proc.stderr
@@ -226,8 +226,8 @@ def test_core_text_reads_parts_of_records_and_tuples_built_in_place(tmp_path):
 
 
 def test_dump_refuses_mlir_format_of_the_syntax_tree():
-    proc = run_tool("presk", "dump", str(LINEAR), "--stage", "ast", "--format", "mlir")
+    proc = run_in_process("presk", "dump", str(LINEAR), "--stage", "ast", "--format", "mlir")
     first = assert_user_error(proc)
     assert "--format mlir" in first and "--stage" in first
-    ok = run_tool("presk", "dump", str(LINEAR), "--stage", "ast", "--format", "text")
+    ok = run_in_process("presk", "dump", str(LINEAR), "--stage", "ast", "--format", "text")
     assert ok.returncode == 0 and ok.stdout.startswith("dim batch")

@@ -1,19 +1,16 @@
 """Malformed PSK programs and bad bindings: each is refused with its code, at its place.
 
 Every case is a small program written to a file and given to `presk dump` as a user
-would: the run must exit 1 without a traceback, and the first line of stderr must begin
-with `FILE:LINE:COL: error[CODE]:` (or `error[CODE]:` for a binding with no place in the
-source). Lines and columns are 1-based, columns counted in characters. Each case is one
-subprocess; they run side by side, so the file stays fast.
+would (in this process, through tests/bad_input/refusal.py): the run must exit 1 without
+a traceback, and the first line of stderr must begin with `FILE:LINE:COL: error[CODE]:`
+(or `error[CODE]:` for a binding with no place in the source). Lines and columns are
+1-based, columns counted in characters.
 """
 
 from __future__ import annotations
 
-import os
-from concurrent.futures import ThreadPoolExecutor
-
 import pytest
-from conftest import assert_user_error, run_tool
+from bad_input.refusal import refuse
 
 AST = ("--stage", "ast")
 
@@ -153,33 +150,13 @@ BINDINGS = [
 CASES = SYNTAX + NAMES + TYPING + BINDINGS
 
 
-@pytest.fixture(scope="module")
-def runs(request, tmp_path_factory):
-    """Each selected case's file and `presk dump` run, the runs as many at a time as CPUs."""
-    folder = tmp_path_factory.mktemp("programs")
-    selected = [
-        item.callspec.params
-        for item in request.session.items
-        if item.module is request.module and hasattr(item, "callspec")
-    ]
-
-    def run(params):
-        path = folder / f"{params['name']}.psk"
-        path.write_text(params["text"], encoding="utf-8")
-        return params["name"], path, run_tool("presk", "dump", str(path), *params["args"])
-
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-        return {name: (path, proc) for name, path, proc in pool.map(run, selected)}
-
-
 @pytest.mark.parametrize("name, text, args, code, where, says", CASES)
-def test_refused(runs, name, text, args, code, where, says):
-    path, proc = runs[name]
-    first = assert_user_error(proc, code=code)
+def test_refused(tmp_path, name, text, args, code, where, says):
+    path = tmp_path / f"{name}.psk"
+    path.write_text(text, encoding="utf-8")
+    first = refuse(["dump", path, *args], code=code, says=says)
     head = f"{path}:{where}: error[{code}]: " if where else f"error[{code}]: "
     assert first.startswith(head), (head, first)
-    if says is not None:
-        assert says in first, (says, first)
 
 
 def test_case_names_are_unique():

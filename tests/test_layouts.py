@@ -176,16 +176,16 @@ DOT = [
 def test_presk_plan_writes_a_plan_that_changes_no_bit(tmp_path):
     import json
 
-    from conftest import run_tool
+    from conftest import run_in_process
 
     plan = tmp_path / "plan.json"
-    proc = run_tool("presk", "plan", *DOT, "--realize", "f32", "--out", str(plan))
+    proc = run_in_process("presk", "plan", *DOT, "--realize", "f32", "--out", str(plan))
     assert proc.returncode == 0, proc.stderr
     written = json.loads(plan.read_text())
     assert written["realize"] == "f32" and list(written["layout"]) == ["dot_big/%0"]
     assert "predicted" in proc.stdout
     runs = [
-        run_tool(
+        run_in_process(
             "presk", "run", *DOT, "--backend", "mlir", "--realize", "f32", "--format", "json", *p
         )
         for p in ([], ["--plan", f"@{plan}"])
@@ -204,11 +204,11 @@ def test_presk_plan_writes_a_plan_that_changes_no_bit(tmp_path):
     ],
 )
 def test_a_bad_plan_is_refused_in_one_line(tmp_path, text, message):
-    from conftest import assert_user_error, run_tool
+    from conftest import assert_user_error, run_in_process
 
     plan = tmp_path / "plan.json"
     plan.write_text(text)
-    proc = run_tool(
+    proc = run_in_process(
         "presk", "run", *DOT, "--backend", "kernel", "--realize", "f32", "--plan", f"@{plan}"
     )
     first = assert_user_error(proc)
@@ -216,9 +216,9 @@ def test_a_bad_plan_is_refused_in_one_line(tmp_path, text, message):
 
 
 def test_presk_bench_sweep_times_every_point_and_marks_the_plans_pick():
-    from conftest import run_tool
+    from conftest import run_in_process
 
-    proc = run_tool(
+    proc = run_in_process(
         "presk",
         "bench",
         *DOT[:-4],

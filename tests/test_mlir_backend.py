@@ -183,10 +183,12 @@ LINEAR = ["tutorial/01_linear.psk", "--entry", "Linear{3, 2}.apply", "--dim", "b
 
 
 def test_presk_run_on_the_mlir_backend_prints_the_kernel_backends_numbers():
-    from conftest import run_tool
+    from conftest import run_in_process
 
     outs = [
-        run_tool("presk", "run", *LINEAR, "--backend", b, "--realize", "f32", "--format", "json")
+        run_in_process(
+            "presk", "run", *LINEAR, "--backend", b, "--realize", "f32", "--format", "json"
+        )
         for b in ("kernel", "mlir")
     ]
     assert all(p.returncode == 0 for p in outs), [p.stderr for p in outs]
@@ -195,9 +197,9 @@ def test_presk_run_on_the_mlir_backend_prints_the_kernel_backends_numbers():
 
 
 def test_presk_bench_gives_a_median_for_each_backend_in_json():
-    from conftest import run_tool
+    from conftest import run_in_process
 
-    proc = run_tool("presk", "bench", *LINEAR, "--repeat", "2", "--format", "json")
+    proc = run_in_process("presk", "bench", *LINEAR, "--repeat", "2", "--format", "json")
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert list(out) == ["interp", "kernel", "mlir"]
@@ -208,9 +210,9 @@ def test_presk_bench_gives_a_median_for_each_backend_in_json():
 
 
 def test_presk_bench_text_has_the_speed_table_and_compile_times():
-    from conftest import run_tool
+    from conftest import run_in_process
 
-    proc = run_tool(
+    proc = run_in_process(
         "presk",
         "bench",
         *LINEAR,
@@ -236,9 +238,9 @@ def test_presk_bench_text_has_the_speed_table_and_compile_times():
     "stage,first", [("affine", "func.func @k0.dot"), ("llvm", "llvm.func @k0.dot")]
 )
 def test_presk_dump_shows_the_affine_and_llvm_stages_with_their_pipelines(stage, first):
-    from conftest import run_tool
+    from conftest import run_in_process
 
-    proc = run_tool("presk", "dump", *LINEAR, "--stage", stage)
+    proc = run_in_process("presk", "dump", *LINEAR, "--stage", stage)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith(f"// {stage} stage, f64, from the kernel stage by:")
     assert "presk-opt --pass-pipeline='builtin.module(psk-kernel-to-affine" in proc.stdout
@@ -247,9 +249,9 @@ def test_presk_dump_shows_the_affine_and_llvm_stages_with_their_pipelines(stage,
 
 @pytest.mark.parametrize("flag", [["--threads", "0"], ["--threads", "two"]])
 def test_a_bad_thread_count_is_refused(flag):
-    from conftest import assert_user_error, run_tool
+    from conftest import assert_user_error, run_in_process
 
-    proc = run_tool("presk", "run", *LINEAR, "--backend", "mlir", *flag)
+    proc = run_in_process("presk", "run", *LINEAR, "--backend", "mlir", *flag)
     assert "threads is a positive integer" in assert_user_error(proc)
 
 

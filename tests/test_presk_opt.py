@@ -2,7 +2,7 @@
 
 import subprocess
 
-from conftest import assert_user_error, run_tool
+from conftest import assert_user_error, run_in_process, run_tool
 
 from presk.ir.context import dialect_path
 from presk.toolchain import mlir_tool
@@ -18,35 +18,36 @@ def test_malformed_input_is_one_located_line(tmp_path):
     bad = tmp_path / "bad.mlir"
     bad.write_text("func.func @f() {\n  %x = \n}\n")
     first = assert_user_error(
-        run_tool("presk-opt", str(bad)), where=f"{bad}:2:7: error: expected operation name"
+        run_in_process("presk-opt", str(bad)), where=f"{bad}:2:7: error: expected operation name"
     )
     assert first.count("error") == 1
 
 
 def test_stdin_is_named_stdin():
+    # The installed script, reading a real stdin.
     assert_user_error(run_tool("presk-opt", stdin="func.func @f( {"), where="<stdin>:1:")
 
 
 def test_missing_file_and_bad_flag():
     assert_user_error(
-        run_tool("presk-opt", "/no/such/file.mlir"), where="cannot read /no/such/file.mlir"
+        run_in_process("presk-opt", "/no/such/file.mlir"), where="cannot read /no/such/file.mlir"
     )
-    assert_user_error(run_tool("presk-opt", "--no-such-flag"), where="unrecognized arguments")
+    assert_user_error(run_in_process("presk-opt", "--no-such-flag"), where="unrecognized arguments")
 
 
 def test_output_file_is_left_alone_when_the_input_fails(tmp_path):
     out = tmp_path / "out.mlir"
     out.write_text("precious\n")
-    proc = run_tool("presk-opt", "-o", str(out), stdin="func.func @f( {")
+    proc = run_in_process("presk-opt", "-o", str(out), stdin="func.func @f( {")
     assert_user_error(proc)
     assert out.read_text() == "precious\n"
-    assert run_tool("presk-opt", "-o", str(out), stdin=GOOD).returncode == 0
+    assert run_in_process("presk-opt", "-o", str(out), stdin=GOOD).returncode == 0
     assert '"psk.exp"' in out.read_text()
     assert [p.name for p in tmp_path.iterdir()] == ["out.mlir"], "temporary file left behind"
 
 
 def test_upstream_mlir_opt_parses_what_presk_opt_prints():
-    printed = run_tool("presk-opt", "--pass-pipeline=builtin.module(psk-verify)", stdin=GOOD)
+    printed = run_in_process("presk-opt", "--pass-pipeline=builtin.module(psk-verify)", stdin=GOOD)
     assert printed.returncode == 0, printed.stderr
     upstream = subprocess.run(
         [mlir_tool("mlir-opt"), f"--irdl-file={dialect_path('psk.irdl.mlir')}"],
@@ -60,5 +61,5 @@ def test_upstream_mlir_opt_parses_what_presk_opt_prints():
 
 def test_a_failing_python_pass_is_located_and_exits_1():
     src = GOOD.replace(' {psk.site = "f/%0"}', "")
-    proc = run_tool("presk-opt", "--pass-pipeline=builtin.module(psk-verify)", stdin=src)
+    proc = run_in_process("presk-opt", "--pass-pipeline=builtin.module(psk-verify)", stdin=src)
     assert_user_error(proc, where="<stdin>:2:8: error: psk-verify: 'psk.exp' has no psk.site")

@@ -8,7 +8,7 @@ import shutil
 import mpmath
 import numpy as np
 import pytest
-from conftest import assert_user_error, run_tool
+from conftest import assert_user_error, run_in_process, run_tool
 from programs import REPO, program_of, reference_run
 
 from presk.runtime import checkpoint, rng
@@ -80,7 +80,7 @@ def test_draws_are_keyed_by_path_not_by_order():
 
 def test_run_prints_the_output_with_its_axes_and_writes_npz(tmp_path):
     out = tmp_path / "y.npz"
-    proc = run_tool(
+    proc = run_in_process(
         "presk",
         "run",
         str(LINEAR),
@@ -98,7 +98,7 @@ def test_run_prints_the_output_with_its_axes_and_writes_npz(tmp_path):
     y = np.load(out)["output"]
     assert y.shape == (4, 2) and y.dtype == np.float64
     js = json.loads(
-        run_tool(
+        run_in_process(
             "presk",
             "run",
             str(LINEAR),
@@ -119,7 +119,7 @@ def test_run_prints_the_output_with_its_axes_and_writes_npz(tmp_path):
 def test_inputs_file_replaces_the_drawn_arguments(tmp_path):
     x = np.arange(12, dtype=np.float64).reshape(4, 3)
     np.savez(tmp_path / "in.npz", x=x)
-    proc = run_tool(
+    proc = run_in_process(
         "presk",
         "run",
         str(LINEAR),
@@ -138,7 +138,7 @@ def test_inputs_file_replaces_the_drawn_arguments(tmp_path):
     w, b = params["w"].data, params["b"].data
     assert np.allclose(np.load(tmp_path / "y.npz")["output"], x @ w + b, rtol=1e-15)
     np.savez(tmp_path / "bad.npz", x=x[:2])
-    bad = run_tool(
+    bad = run_in_process(
         "presk",
         "run",
         str(LINEAR),
@@ -176,13 +176,14 @@ def test_checkpoint_round_trip(tmp_path):
         "json",
     ]
     assert (
-        run_tool("presk", *base, "--weights", str(path)).stdout == run_tool("presk", *base).stdout
+        run_in_process("presk", *base, "--weights", str(path)).stdout
+        == run_in_process("presk", *base).stdout
     )
 
 
 def test_checkpoint_of_another_layout_is_refused(tmp_path):
     _, _, path = _checkpoint(tmp_path)
-    proc = run_tool(
+    proc = run_in_process(
         "presk",
         "run",
         str(LINEAR),
@@ -214,7 +215,7 @@ def test_damaged_checkpoints_are_refused(tmp_path, damage, code):
         header.unlink()
     else:
         header.write_text(header.read_text()[:40])
-    proc = run_tool(
+    proc = run_in_process(
         "presk",
         "run",
         str(LINEAR),
@@ -242,7 +243,7 @@ def test_a_row_the_mask_empties_is_refused(tmp_path):
     np.savez(
         tmp_path / "in.npz", x=np.zeros((2, 3)), m=np.array([[True, False, False], [False] * 3])
     )
-    proc = run_tool(
+    proc = run_in_process(
         "presk",
         "run",
         str(prog),
@@ -261,7 +262,7 @@ def test_log_of_a_negative_number_is_located(tmp_path):
     prog = tmp_path / "l.psk"
     prog.write_text("dim N\nfn f(x : ℝ[N]) -> ℝ[N] {\n  log(x - 10)\n}\n")
     assert_user_error(
-        run_tool("presk", "run", str(prog), "--entry", "f", "--dim", "N=2"),
+        run_in_process("presk", "run", str(prog), "--entry", "f", "--dim", "N=2"),
         code="E8001",
         where=f"{prog}:3:3",
     )

@@ -7,7 +7,7 @@ import re
 
 import numpy as np
 import pytest
-from conftest import assert_user_error, run_tool
+from conftest import assert_user_error, run_in_process
 from programs import REPO
 
 from presk.runtime import pskd
@@ -24,13 +24,13 @@ LOG = re.compile(
 def corpus(tmp_path_factory):
     out = tmp_path_factory.mktemp("data") / "lic8.psk.d"
     texts = sorted(str(p) for p in (REPO / "corpus" / "nlp" / "data").glob("*.txt"))
-    proc = run_tool("presk", "data", *texts, "--window", "8", "--out", str(out))
+    proc = run_in_process("presk", "data", *texts, "--window", "8", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     return str(out)
 
 
 def test_regression_loss_falls_tenfold_in_200_steps(tmp_path):
-    proc = run_tool(
+    proc = run_in_process(
         "presk",
         "train",
         REGRESSION,
@@ -49,7 +49,7 @@ def test_regression_loss_falls_tenfold_in_200_steps(tmp_path):
 
 
 def test_minigpt_trains_20_steps_on_the_reference_in_the_seed_log_format(tmp_path, corpus):
-    proc = run_tool(
+    proc = run_in_process(
         "presk",
         "train",
         MINIGPT,
@@ -78,7 +78,7 @@ def test_minigpt_trains_20_steps_on_the_reference_in_the_seed_log_format(tmp_pat
     assert c.meta["step"] == 20
     assert any(k.startswith("m/") for k in c.arrays) and any(k.startswith("v/") for k in c.arrays)
     assert c.arrays["params/head"].dtype == object  # the reference's numbers, every digit kept
-    evaluated = run_tool(
+    evaluated = run_in_process(
         "presk",
         "eval",
         MINIGPT,
@@ -108,11 +108,11 @@ def test_resuming_reproduces_the_uninterrupted_run_bit_for_bit(tmp_path):
     base = ["train", REGRESSION, "--steps", "10", "--log-every", "3", "--quiet"]
     base += ["--dim", "N=8", "--bits", "128"]
     whole, part = tmp_path / "whole", tmp_path / "part"
-    assert run_tool("presk", *base, "--out", str(whole)).returncode == 0
-    assert run_tool("presk", *base, "--out", str(part), "--stop-at", "5").returncode == 0
+    assert run_in_process("presk", *base, "--out", str(whole)).returncode == 0
+    assert run_in_process("presk", *base, "--out", str(part), "--stop-at", "5").returncode == 0
     stopped = pskd.read(str(part / "checkpoint.psk.d"))
     assert stopped.meta["step"] == 5
-    resumed = run_tool(
+    resumed = run_in_process(
         "presk", *base, "--out", str(part), "--resume", str(part / "checkpoint.psk.d")
     )
     assert resumed.returncode == 0, resumed.stderr
@@ -131,7 +131,7 @@ def test_resuming_reproduces_the_uninterrupted_run_bit_for_bit(tmp_path):
     csvs = [list(csv.DictReader((d / "log.csv").open())) for d in (whole, part)]
     assert logged(csvs[0]) == logged(csvs[1]) == logged(a.meta["history"])
     # a checkpoint of another run's setup is refused
-    other = run_tool(
+    other = run_in_process(
         "presk",
         *base[:-2],
         "--bits",
@@ -149,7 +149,7 @@ def test_a_diverging_run_is_logged_then_stopped(tmp_path, backend):
     """A learning rate of 1e30 makes the f32 loss infinite at step 2: its line is printed
     and its row written to log.csv, then the run stops with E8004 naming the step, and
     nothing else is said (an overflow is a value, not a numpy warning)."""
-    proc = run_tool(
+    proc = run_in_process(
         "presk",
         "train",
         str(REPO / "tutorial" / "02_regression.psk"),
@@ -179,7 +179,7 @@ def test_a_diverging_run_is_logged_then_stopped(tmp_path, backend):
 
 def test_refusals(tmp_path, corpus):
     assert_user_error(
-        run_tool(
+        run_in_process(
             "presk",
             "train",
             MINIGPT,
@@ -196,13 +196,13 @@ def test_refusals(tmp_path, corpus):
         code="E3011",
     )
     assert_user_error(
-        run_tool(
+        run_in_process(
             "presk", "train", REGRESSION, "--data", corpus, "--steps", "1", "--out", str(tmp_path)
         ),
         code="E3011",
     )
     assert_user_error(
-        run_tool(
+        run_in_process(
             "presk",
             "train",
             MINIGPT,

@@ -32,8 +32,6 @@ from presk.kernel.machine import MACHINES
 from presk.kernel.planner import candidates, choose, plan_entry
 from presk.kernel.relayout import contraction_kernels
 
-HELP = "time an entry (or one training step) on each backend: medians and ratios"
-
 
 def configure(p) -> None:
     add_program_args(p)

@@ -5,8 +5,6 @@ from __future__ import annotations
 from presk.runtime import pskd
 from presk.train.data import build
 
-HELP = "make a token-window data file (.psk.d) from text files"
-
 
 def configure(p) -> None:
     p.add_argument("texts", nargs="+", metavar="TEXT", help="text files, read as bytes")

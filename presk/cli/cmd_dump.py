@@ -16,10 +16,6 @@ from presk.ir.types import TupleType, leaves
 from presk.kernel.text import kernel_text
 from presk.toolchain import vector_bytes
 
-HELP = (
-    "show a program at a stage: its syntax tree (ast), PSK-Core (core), its kernels "
-    "(kernel), the kernels as affine loops (affine) or in the LLVM dialect (llvm)"
-)
 STAGES = ("ast", "core", "kernel", "affine", "llvm")
 
 

@@ -16,8 +16,6 @@ from presk.runtime.values import Tensor
 from presk.train.data import Windows, next_token_pair
 from presk.train.loop import check_token_entry
 
-HELP = "the mean loss of an entry over the validation windows of a data file"
-
 
 def configure(p) -> None:
     add_program_args(p, default_entry="loss")

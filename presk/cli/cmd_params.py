@@ -8,8 +8,6 @@ from presk.errors import UsageError
 from presk.runtime import params_file
 from presk.runtime.inputs import parameters
 
-HELP = "write an entry's parameters (initial, or from --weights) to an .npz or .safetensors file"
-
 
 def configure(p) -> None:
     add_program_args(p)

@@ -11,8 +11,6 @@ from presk.fileio import write_atomic
 from presk.kernel.cost import Target, milliseconds
 from presk.kernel.planner import choose, plan_entry
 
-HELP = "choose a layout for each contraction nest of an entry with the cost model; write a plan"
-
 
 def configure(p) -> None:
     add_program_args(p)

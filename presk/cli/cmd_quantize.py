@@ -6,8 +6,6 @@ from presk.cli.programs import add_program_args, bindings, read_program
 from presk.errors import UsageError
 from presk.ir.types import leaves
 
-HELP = "list an entry's parameter paths and shapes, the names a realization's quant takes"
-
 
 def configure(p) -> None:
     add_program_args(p)

@@ -12,8 +12,6 @@ from presk.runtime import output
 from presk.runtime.inputs import arguments, parameters
 from presk.runtime.synth import entry_arguments
 
-HELP = "run an entry on the exact reference (--backend interp) or the kernels, and print its output"
-
 
 def configure(p) -> None:
     add_program_args(p)

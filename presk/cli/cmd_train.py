@@ -21,8 +21,6 @@ from presk.runtime.inputs import parameters
 from presk.train.data import Windows
 from presk.train.loop import Hyper, State, Trainer, resume, zeros_like
 
-HELP = "train an entry's parameters with AdamW, on the reference or a native backend"
-
 
 def configure(p) -> None:
     add_program_args(p, default_entry="loss")

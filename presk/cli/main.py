@@ -1,7 +1,8 @@
 """presk: compile and run PSK programs, measured against the exact reference.
 
-Each command lives in its own module of `presk.cli` and is listed in COMMANDS; a
-command module defines `HELP`, `configure(parser)` and `run(args) -> int`.
+Each command lives in its own module of `presk.cli`, named in COMMANDS with its help; a
+command module defines `configure(parser)` and `run(args) -> int`, and is imported only
+when its command is chosen.
 """
 
 from __future__ import annotations
@@ -12,29 +13,49 @@ import sys
 from presk import __version__
 from presk.cli.common import ArgParser, run_cli
 
-# The commands, in the order `presk --help` lists them.
-COMMANDS: tuple[str, ...] = (
-    "run",
-    "train",
-    "eval",
-    "data",
-    "dump",
-    "bench",
-    "plan",
-    "quantize",
-    "params",
-)
+# The commands and their help, in the order `presk --help` lists them.
+COMMANDS: dict[str, str] = {
+    "run": "run an entry on the exact reference (--backend interp) or the kernels, "
+    "and print its output",
+    "train": "train an entry's parameters with AdamW, on the reference or a native backend",
+    "eval": "the mean loss of an entry over the validation windows of a data file",
+    "data": "make a token-window data file (.psk.d) from text files",
+    "dump": "show a program at a stage: its syntax tree (ast), PSK-Core (core), its kernels "
+    "(kernel), the kernels as affine loops (affine) or in the LLVM dialect (llvm)",
+    "bench": "time an entry (or one training step) on each backend: medians and ratios",
+    "plan": "choose a layout for each contraction nest of an entry with the cost model; "
+    "write a plan",
+    "quantize": "list an entry's parameter paths and shapes, the names a realization's quant takes",
+    "params": "write an entry's parameters (initial, or from --weights) to an .npz or "
+    ".safetensors file",
+}
+
+
+class CommandParser(ArgParser):
+    """A command's parser, which imports its module and takes its flags only when the
+    command is chosen: the command modules load MLIR (a second), which `presk --help`
+    and `presk --version` have no need of."""
+
+    def __init__(self, *args, command: str, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.command = command
+        self.configured = False
+
+    def parse_known_args(self, args=None, namespace=None):
+        if not self.configured:
+            module = importlib.import_module(f"presk.cli.cmd_{self.command}")
+            module.configure(self)
+            self.set_defaults(run=module.run)
+            self.configured = True
+        return super().parse_known_args(args, namespace)
 
 
 def _parser() -> ArgParser:
     p = ArgParser(prog="presk", description=__doc__.splitlines()[0])
     p.add_argument("--version", action="version", version=f"presk {__version__}")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=ArgParser)
-    for name in COMMANDS:
-        module = importlib.import_module(f"presk.cli.cmd_{name}")
-        cp = sub.add_parser(name, help=module.HELP, description=module.HELP)
-        module.configure(cp)
-        cp.set_defaults(run=module.run)
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=CommandParser)
+    for name, help_text in COMMANDS.items():
+        sub.add_parser(name, help=help_text, description=help_text, command=name)
     return p
 
 
