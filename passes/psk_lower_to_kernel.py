@@ -9,10 +9,12 @@ primitive's `kernel` rule, or, for an elementwise group, one nest computing its 
 `psk_kernel.storage = {"<site>" = "bf16", …}` (a realization's `storage`) gives a group
 root's kernel another machine type than `type`; a kernel reads another kernel's output in
 the type it was stored in, widening or rounding at the load. `psk_kernel.params =
-{"<path>" = "bf16" | "q8@-2", …}` (a realization's `params` and `quant`) does the same for
-parameters, integer weights dequantised at the load. Kernels are specialised on their
-signature (the ops, their attributes and wiring, the buffer types) and shared by every
-launch with that signature. Constants, renames and samples stay on the host.
+{"<path>" = "bf16" | {bits = 8 : i64, over = -2 : i64, scheme = "absmax"}, …}` (a
+realization's `params` and `quant`: a type, or integer weights with the axis their scales
+are constant along counted from the end) does the same for parameters, integer weights
+dequantised at the load. Kernels are specialised on their signature (the ops, their
+attributes and wiring, the buffer types) and shared by every launch with that signature.
+Constants, renames and samples stay on the host.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from presk.kernel.builder import KernelBuilder
 from presk.kernel.machine import MACHINES, Machine, storage_of
 from presk.kernel.nests import aligned_index, loops
 from presk.kernel.params import parameter_elements
+from presk.kernel.weights import Weights
 from presk.prims import by_op, read_attrs
 from presk.prims.base import Apply
 
@@ -90,13 +93,13 @@ class Lowering:
         self.body = module.regions[0].blocks[0]
         self.kernels: dict[str, str] = {}  # signature -> symbol
         self.produced: dict = {}  # a launch's result -> its buffer element type
-        self.params = params  # a realized parameter leaf -> its element spelling
+        self.params = params  # a realized parameter leaf -> its type or integer weights
 
-    def element(self, v, machine: Machine) -> str:
+    def element(self, v, machine: Machine) -> str | Weights:
         """The element type a kernel in `machine` reads `v` in: the type the launch that
-        made it stored it, or a realized parameter's (`bf16`, `q8@-2`: presk/kernel/params.py),
-        read through widening, rounding or dequantising loads with no copy; else the
-        kernel's own (the host converts at its edge)."""
+        made it stored it, or a realized parameter's (`bf16`, or `Weights`:
+        presk/kernel/params.py), read through widening, rounding or dequantising loads
+        with no copy; else the kernel's own (the host converts at its edge)."""
         return self.produced.get(v) or self.params.get(v) or storage_of(psk_type(v), machine)
 
     def machine_of(self, g: Group) -> Machine:
@@ -192,6 +195,25 @@ class Lowering:
             op.erase()
 
 
+def _parameter_elements(module) -> dict[str, str | Weights]:
+    """A realization's parameter types and integer weights by path, read from the
+    `psk_kernel.params` dictionary's typed entries."""
+    if "psk_kernel.params" not in module.attributes:
+        return {}
+    out: dict[str, str | Weights] = {}
+    for entry in ir.DictAttr(module.attributes["psk_kernel.params"]):
+        if isinstance(entry.attr, ir.StringAttr):
+            out[entry.name] = entry.attr.value
+        elif isinstance(entry.attr, ir.DictAttr) and "bits" in entry.attr and "over" in entry.attr:
+            out[entry.name] = Weights.read(entry.attr)
+        else:
+            raise UsageError(
+                f"psk-lower-to-kernel: parameter {entry.name} is read as {entry.attr}, not a "
+                "type or {bits, over}"
+            )
+    return out
+
+
 @dataclass(frozen=True)
 class PskLowerToKernel(Pass):
     name = "psk-lower-to-kernel"
@@ -210,10 +232,8 @@ class PskLowerToKernel(Pass):
         for site, name in storage.items():
             if name not in MACHINES:
                 raise UsageError(f"psk-lower-to-kernel: {site} has type {name!r}")
-        spellings = {}  # a realization's parameter types and integer weights, by path
-        if "psk_kernel.params" in module.attributes:
-            spellings = python_value(module.attributes["psk_kernel.params"])
-        lowering = Lowering(module, machine, storage, parameter_elements(module, spellings))
+        elements = _parameter_elements(module)
+        lowering = Lowering(module, machine, storage, parameter_elements(module, elements))
         module.attributes["psk_kernel.type"] = ir.StringAttr.get(machine.name)
         hosts = [
             f for f in walk_ops(module, "func.func") if "psk_kernel.kernel" not in f.attributes

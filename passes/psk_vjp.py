@@ -29,7 +29,7 @@ from mlir import ir
 from presk.passes import Pass
 from presk.passes.psk_fuse import interior_sites
 
-from presk.errors import PassError, UsageError
+from presk.errors import PassError, Span, UsageError
 from presk.ir.build import FuncBuilder, V
 from presk.ir.core import walk_ops
 from presk.ir.program import Function, Op, Program, read_program
@@ -43,11 +43,11 @@ def has_reals(t: PskType) -> bool:
     return any(has_reals(i) for i in items)
 
 
-def _location(ctx: ir.Context, loc: str) -> ir.Location:
-    parts = loc.rsplit(":", 2)
-    if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
-        return ir.Location.file(parts[0], int(parts[1]), int(parts[2]), context=ctx)
-    return ir.Location.unknown(ctx)
+def _location(ctx: ir.Context, span: Span | None) -> ir.Location:
+    """The MLIR location of an op's source position (unknown if it has none)."""
+    if span is None:
+        return ir.Location.unknown(ctx)
+    return ir.Location.file(span.file, span.line, span.col, context=ctx)
 
 
 @dataclass

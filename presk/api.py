@@ -23,7 +23,7 @@ from functools import cached_property
 import numpy as np
 from mlir import ir
 
-from presk import backends, stages
+from presk import backends, quantize, stages
 from presk import realize as realizations
 from presk.backends.host import CallContext
 from presk.backends.kernel import kernels_of
@@ -294,7 +294,7 @@ class Compiled:
         view, backend = self.core.view, self.backend
         params = parameters(view, seed, None)
         if backend.name != "interp" and params is not None:  # typed and quantised once
-            params = realizations.parameter_values(params, backend.realization, native=True)
+            params = quantize.parameter_values(params, backend.realization, native=True)
         if self.core.train_step:
             step_args, ctx = first_step(view, backend, params, seed)
             return lambda: backend.call(step_args, ctx, SYMBOL)

@@ -128,25 +128,38 @@ def launch_sites(module: ir.Module) -> list[str]:
 
 
 def realize_attributes(module: ir.Module, realize) -> None:
-    """The realization's storage types by site and the types its parameters are read in,
-    as the module attributes `psk_kernel.storage` and `psk_kernel.params`, which
-    psk-lower-to-kernel reads; the parameters it names checked (E7001)."""
+    """The realization's storage types by site and the ways its parameters are read, as
+    the module attributes `psk_kernel.storage` (`{"<site>" = "bf16"}`) and
+    `psk_kernel.params` (`{"<path>" = "bf16"}`, integer weights `{"<path>" = {bits = 8 :
+    i64, over = -2 : i64, scheme = "absmax"}}`), built as typed attributes that
+    psk-lower-to-kernel reads back; the parameters it names checked (E7001)."""
     from presk import realize as realizations
 
     r = realization(realize)
     params = {}
     if r.params or r.quant:
         from presk.ir.program import read_program
+        from presk.quantize import realized_elements
         from presk.runtime.inputs import param_type
 
         program = read_program(module)
         realizations.check_paths(r, parameter_paths(program))
-        params = realizations.spellings(r, param_type(program))
+        params = realized_elements(r, param_type(program))
     with module.context:
-        for name, entries in (("psk_kernel.storage", r.storage), ("psk_kernel.params", params)):
+        storage = {site: ir.StringAttr.get(t) for site, t in r.storage.items()}
+        read_as = {path: _parameter_attr(path, e, r) for path, e in params.items()}
+        for name, entries in (("psk_kernel.storage", storage), ("psk_kernel.params", read_as)):
             if entries:
-                text = ", ".join(f'"{k}" = "{v}"' for k, v in sorted(entries.items()))
-                module.operation.attributes[name] = ir.Attribute.parse("{" + text + "}")
+                module.operation.attributes[name] = ir.DictAttr.get(entries)
+
+
+def _parameter_attr(path: str, element, r) -> ir.Attribute:
+    """How kernels read a realized parameter: its type, or its integer weights (bits, the
+    axis their scales are constant along from the end, and the realization's scheme)."""
+    if isinstance(element, str):
+        return ir.StringAttr.get(element)
+    scheme = ir.StringAttr.get(r.quant[path].scheme)
+    return ir.DictAttr.get({**element.entries(), "scheme": scheme})
 
 
 def parameter_paths(program) -> list[str]:

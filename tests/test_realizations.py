@@ -12,7 +12,8 @@ from conftest import assert_user_error, run_tool
 from presk import backends
 from presk.backends.host import CallContext
 from presk.kernel.machine import MACHINES
-from presk.realize import Quant, dequantize, quantize
+from presk.quantize import dequantize, quantize
+from presk.realize import Quant
 from presk.runtime.values import Tensor, leaves, map_leaves
 from presk.toolchain import vector_widths
 from tests.conformance.suite import Case, contraction_sites, inputs, module_of
@@ -251,7 +252,8 @@ def test_a_typed_parameter_is_read_in_its_own_type_with_no_copy(tmp_path):
 
 
 def test_parameters_realized_once_are_not_realized_again():
-    from presk.realize import Realization, parameter_values
+    from presk.quantize import parameter_values
+    from presk.realize import Realization
 
     r = Realization("f32", params={"head": "bf16"}, quant={"tok": Quant(4, -1, "absmax")})
     once = parameter_values(inputs(MINIGPT)[0], r, native=True)

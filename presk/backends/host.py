@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import gmpy2
 import numpy as np
 
-from presk.errors import PreskError, RuntimeDataError, Span, UsageError
+from presk.errors import PreskError, RuntimeDataError, UsageError
 from presk.fileio import source_line
 from presk.ir.program import Function, Op, Program
 from presk.ir.types import Axis
@@ -48,17 +48,10 @@ class Draw:
 Apply = Callable[[Op, list[Value], CallContext, Callable[[], object]], Tensor]
 
 
-def _span(loc: str) -> Span | None:
-    parts = loc.rsplit(":", 2)
-    if len(parts) != 3 or not parts[1].isdigit():
-        return None
-    return Span(parts[0], int(parts[1]), int(parts[2]))
-
-
 def locate(e: PreskError, op: Op) -> None:
     """Give an error raised running `op` the op's source position and site."""
     if e.span is None and op.loc:
-        e.span = _span(op.loc)
+        e.span = op.loc
         e.source_line = source_line(e.span.file, e.span.line) if e.span else None
         if op.site:
             e.message = f"{e.message} (at {op.site})"
@@ -90,7 +83,7 @@ class Host:
                 locate(e, op)
                 raise
             except _DOMAIN_ERRORS as e:
-                span = _span(op.loc)
+                span = op.loc
                 kind = type(e).__name__.replace("Error", "").replace("Result", "")
                 what = op.prim.name if op.prim else op.name
                 raise RuntimeDataError(

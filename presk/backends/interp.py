@@ -16,7 +16,8 @@ from presk.errors import RuntimeDataError
 from presk.ir.program import Op, Program
 from presk.prims import exact
 from presk.prims.base import Apply
-from presk.realize import Realization, realized_args
+from presk.quantize import realized_args
+from presk.realize import Realization
 from presk.runtime.values import Tensor, Value, map_leaves
 
 

@@ -5,8 +5,9 @@ Arguments and parameters are converted to the machine type once, on entry (a rea
 reaches bf16 through f32), but for parameters a realization types or quantises, which
 keep their own buffers and are read as they are (presk/kernel/params.py). A kernel's
 output buffer is a new numpy array (the evaluator writes every element before it reads
-one). Constants, renames and samples run on the host. The MLIR backend subclasses this
-one, running the same launches compiled.
+one). Each launch runs its `LaunchPlan` (presk/backends/launch.py), the one description
+of a launch the MLIR backend's schedule runs too. Constants, renames and samples run on
+the host.
 """
 
 from __future__ import annotations
@@ -14,12 +15,13 @@ from __future__ import annotations
 import numpy as np
 
 from presk.backends.host import CallContext, Host
+from presk.backends.launch import LaunchPlan, LaunchPlans
 from presk.ir.program import Op, Program
 from presk.kernel.builder import rounded
 from presk.kernel.interp import read_kernel, run_kernel
-from presk.kernel.machine import ELEMENTS, Machine, storage_of, to_storage
-from presk.prims.rows import check_indices
-from presk.realize import Realization, machine_args
+from presk.kernel.machine import Machine, storage_of, to_storage
+from presk.quantize import machine_args
+from presk.realize import Realization
 from presk.runtime.values import Tensor, Value
 
 
@@ -33,6 +35,19 @@ def kernels_of(module) -> dict:
     return out
 
 
+class Kernels(dict):
+    """A lowered module's kernels by name, each made by `make(func_op)` on first use."""
+
+    def __init__(self, module, make):
+        super().__init__()
+        self.ops = kernels_of(module)
+        self.make = make
+
+    def __missing__(self, name: str):
+        made = self[name] = self.make(self.ops[name])
+        return made
+
+
 class KernelBackend:
     name = "kernel"
 
@@ -43,12 +58,12 @@ class KernelBackend:
         self.machine = machine
         self.realization = realization or Realization(default=machine.name)
         self.module = module  # owns the kernel ops below
-        self.kernel_ops = kernels_of(module)
-        self.kernels: dict = {}  # read on first use
+        self.kernels = Kernels(module, read_kernel)  # in first-use order
+        self.kernel_ops = self.kernels.ops
+        self.plans = LaunchPlans(self.kernels.__getitem__)
         self.host = Host(program, self._apply)
         self.launches = 0
         self.unfused = 0  # the launches the same run would make without fusion
-        self.launched: list[str] = []  # kernel names in launch order (first use)
 
     def storage(self, t: Tensor) -> Tensor:
         return Tensor(t.type, to_storage(t.data, storage_of(t.type, self.machine)))
@@ -62,58 +77,43 @@ class KernelBackend:
     # ---- each op the host hands over ----
     def _apply(self, op: Op, ins: list, ctx: CallContext, draw) -> Tensor:
         if op.name == "psk_kernel.launch":
-            return self.launch(op, list(ins[0]), draw, ctx.training)
-        name = op.prim.name
-        if name == "const":
-            value = rounded(op.attrs["value"], self.machine.arith_name)
-            return self.storage(Tensor(op.type, np.array(value)))
-        if name == "rename":
-            return Tensor(op.type, ins[0].data)
-        if name == "sample":
+            ins = list(ins[0])
+            return self.launch(self.plans(op, len(ins), ctx.training), ins, draw)
+        if op.prim.name == "sample":
             return Tensor(op.type, sample(ins[0].data, op.attrs["axis"], draw))
-        raise AssertionError(f"{name} has no kernel and does not run on the host")
+        return host_value(op, ins, self.machine)
 
-    def kernel(self, name: str):
-        if name not in self.kernels:
-            self.kernels[name] = read_kernel(self.kernel_ops[name])
-            self.launched.append(name)
-        return self.kernels[name]
-
-    def launch(self, op: Op, ins: list[Tensor], draw, training: bool) -> Tensor:
-        if op.attrs.get("draw") == "dropout" and not training:
-            return Tensor(op.type, ins[0].data)  # outside training, dropout is the identity
-        name = op.attrs["kernel"]
-        k = self.kernel(name)
-        buffers = [
-            t.data.ints if i in k.quant else to_storage(t.data, e)
-            for i, (t, e) in enumerate(zip(ins, k.elements, strict=False))
-        ]
-        if k.kind in GATHERS:
-            check_gathers(k.kind, ins)
-        if op.attrs.get("draw") == "dropout":  # kept where a draw is at least the rate
-            keep = draw().random(op.type.shape) >= float(op.attrs["rate"])
-            buffers.append(keep.astype(np.int8))
-        buffers.extend(ins[i].data.scales for i in sorted(k.quant))  # integer weights' scales
-        out = np.empty(op.type.shape, dtype=ELEMENTS[k.elements[-1]])
-        if out.dtype.kind == "f":
-            out.fill(np.nan)  # every kernel writes its output before reading it
-        buffers.append(out)
-        run_kernel(k, buffers)
+    def launch(self, plan: LaunchPlan, ins: list[Tensor], draw) -> Tensor:
+        """The plan run by the kernel evaluator, on a new output array."""
+        if plan.identity:
+            return Tensor(plan.type, ins[0].data)
+        buffers = plan.buffers(
+            ins, to_storage, lambda: plan.keep(draw()).astype(np.int8), lambda: _output(plan)
+        )
+        if plan.gather is not None:
+            plan.check(ins, buffers[1])
+        run_kernel(self.kernels[plan.kernel], buffers)
         self.launches += 1
-        self.unfused += k.ops
-        return Tensor(op.type, out)
+        self.unfused += plan.ops
+        return Tensor(plan.type, buffers[-1])
 
 
-GATHERS = ("embed", "cross_entropy", "cross_entropy_vjp")  # kernels that index by data
+def _output(plan: LaunchPlan) -> np.ndarray:
+    out = np.empty(plan.type.shape, dtype=plan.output)
+    if out.dtype.kind == "f":
+        out.fill(np.nan)  # every kernel writes its output before reading it
+    return out
 
 
-def check_gathers(kind: str, ins: list[Tensor]) -> None:
-    """Tokens and targets in range, checked on the host before a kernel reads by them."""
-    if kind == "embed":
-        check_indices(np.asarray(ins[1].data), ins[0].type.axes[0].size, "token")
-    elif kind in ("cross_entropy", "cross_entropy_vjp"):
-        logits, targets = ins[0], ins[1]
-        check_indices(np.asarray(targets.data), logits.type.axes[-1].size, "target")
+def host_value(op: Op, ins: list, machine: Machine) -> Tensor:
+    """A constant, in the machine's storage, or a rename: the host's work on no data."""
+    name = op.prim.name
+    if name == "const":
+        value = rounded(op.attrs["value"], machine.arith_name)
+        return Tensor(op.type, to_storage(np.array(value), storage_of(op.type, machine)))
+    if name == "rename":
+        return Tensor(op.type, ins[0].data)
+    raise AssertionError(f"{name} has no kernel and does not run on the host")
 
 
 def sample(logits: np.ndarray, axis: int, draw) -> np.ndarray:

@@ -1,11 +1,12 @@
-"""The MLIR backend: the kernel backend's host and launches, the kernels compiled.
+"""The MLIR backend: the kernel backend's launch plans, the kernels compiled.
 
 The module is lowered to the affine stage (`stages.affine`); each kernel is compiled to
 native code on its first launch (presk/backends/native.py, through the on-disk cache).
 Calls replay a schedule of the host program (presk/backends/schedule.py), traced once an
-entry. A kernel whose outermost loop may be split (`psk_kernel.split`) and whose work
-(`psk_kernel.work`, in scalar operations) is at least `split_work` runs on the worker
-threads.
+entry, each launch in it the `LaunchPlan` the kernel evaluator runs
+(presk/backends/launch.py). A kernel whose outermost loop may be split
+(`psk_kernel.split`) and whose work (`psk_kernel.work`, in scalar operations) is at
+least `split_work` runs on the worker threads.
 """
 
 from __future__ import annotations
@@ -13,14 +14,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from presk.backends.host import CallContext
-from presk.backends.kernel import KernelBackend
+from presk.backends.kernel import Kernels
+from presk.backends.launch import LaunchPlans
 from presk.backends.native import Compiler, Native, shared_compiler
 from presk.backends.schedule import Schedule
 from presk.backends.workers import Workers
 from presk.ir.program import Program
 from presk.kernel.machine import Machine
 from presk.kernel.weights import quant_inputs
-from presk.realize import Realization, realized_args
+from presk.quantize import realized_args
+from presk.realize import Realization
 
 # Below this many scalar operations a launch runs on one thread: handing pieces to the
 # workers costs tens of microseconds.
@@ -44,7 +47,9 @@ def _int(f, name: str, default: int | None = None) -> int:
     return f.attributes[name].value if name in f.attributes else default
 
 
-class MlirBackend(KernelBackend):
+class MlirBackend:
+    """The kernel backend's plans of its launches, run natively by a schedule an entry."""
+
     name = "mlir"
 
     def __init__(
@@ -57,11 +62,19 @@ class MlirBackend(KernelBackend):
         split_work: int = SPLIT_WORK,
         compiler: Compiler | None = None,
     ):
-        super().__init__(program, module, machine, realization)
+        self.program = program
+        self.machine = machine
+        self.realization = realization or Realization(default=machine.name)
+        self.module = module  # owns the kernel ops below
+        self.compiler = compiler or shared_compiler()
+        self.kernels = Kernels(module, self._compiled)  # in first-use order
+        self.kernel_ops = self.kernels.ops
+        self.plans = LaunchPlans(self.kernels.__getitem__)
         self.workers = Workers(threads)
         self.split_work = split_work
-        self.compiler = compiler or shared_compiler()
         self.schedules: dict[tuple[str, bool], Schedule] = {}
+        self.launches = 0
+        self.unfused = 0  # the launches the same run would make without fusion
 
     def call(self, args, ctx: CallContext | None = None, entry: str | None = None):
         ctx = ctx or CallContext()
@@ -74,24 +87,19 @@ class MlirBackend(KernelBackend):
         self.unfused += schedule.unfused
         return out
 
-    def kernel(self, name: str) -> Compiled:
-        if name not in self.kernels:
-            f = self.kernel_ops[name]
-            args = f.regions[0].blocks[0].arguments
-            elements = [str(a.type.element_type) for a in list(args)[:-2]]
-            self.kernels[name] = Compiled(
-                name,
-                f.attributes["psk_kernel.kernel"].value,
-                elements,
-                _int(f, "psk_kernel.ops", 1),
-                _int(f, "psk_kernel.split"),
-                _int(f, "psk_kernel.work"),
-                _int(f, "psk_kernel.workers", 0),
-                self.compiler.compile(f, len(elements)),
-                quant_inputs(f),
-            )
-            self.launched.append(name)
-        return self.kernels[name]
+    def _compiled(self, f) -> Compiled:
+        elements = [str(a.type.element_type) for a in list(f.regions[0].blocks[0].arguments)[:-2]]
+        return Compiled(
+            f.attributes["sym_name"].value,
+            f.attributes["psk_kernel.kernel"].value,
+            elements,
+            _int(f, "psk_kernel.ops", 1),
+            _int(f, "psk_kernel.split"),
+            _int(f, "psk_kernel.work"),
+            _int(f, "psk_kernel.workers", 0),
+            self.compiler.compile(f, len(elements)),
+            quant_inputs(f),
+        )
 
     def launch_step(self, kernel: Compiled, buffers: list[tuple[int, int]]):
         """The schedule step that launches `kernel` on buffers given as (region, offset)."""

@@ -19,12 +19,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from presk.backends.host import CallContext, Draw, Host, locate
-from presk.backends.kernel import GATHERS, check_gathers, sample
+from presk.backends.kernel import host_value, sample
+from presk.backends.launch import LaunchPlan
 from presk.errors import PreskError
 from presk.ir.types import RecordType, TensorType, TupleType
 from presk.kernel.machine import ELEMENTS, storage_of, to_storage
 from presk.kernel.weights import Weights
-from presk.realize import Quantized, spellings, takes_parameters
+from presk.quantize import Quantized, realized_elements, takes_parameters
 from presk.runtime.values import Tensor, Value, build
 
 ALIGN = 64  # bytes: every buffer of the arena starts on a cache line
@@ -84,7 +85,7 @@ class Schedule:
         self.inputs = 0  # the argument arrays (integer weights have two)
         own = {}  # the realized parameters' spellings, by path
         if takes_parameters(backend.program, entry):
-            own = spellings(backend.realization, fn.arg_types[0])
+            own = realized_elements(backend.realization, fn.arg_types[0])
         args = [
             build(t, lambda path, t, i=i: self._argument(path, t, own if i == 0 else {}))
             for i, t in enumerate(fn.arg_types)
@@ -96,8 +97,8 @@ class Schedule:
     def _argument(self, path: str, t: TensorType, own: dict[str, str]) -> Tensor:
         element = own.get(path) or storage_of(t, self.backend.machine)
         self.elements.append(element)
-        w = Weights.read(element, t)
-        if w is None:
+        w = element
+        if not isinstance(w, Weights):
             self.inputs += 1
             return Tensor(t, Buf(self.inputs, 0, t.shape, ELEMENTS[element]))
         self.inputs += 2
@@ -154,7 +155,8 @@ class Schedule:
 
     def _apply(self, op, ins: list, ctx: CallContext, draw: Draw) -> Tensor:
         if op.name == "psk_kernel.launch":
-            return self._launch(op, list(ins[0]), draw, ctx.training)
+            ins = list(ins[0])
+            return self._launch(op, self.backend.plans(op, len(ins), ctx.training), ins, draw)
         if op.prim.name == "sample":
             logits, axis = ins[0], op.attrs["axis"]
             out = self._alloc(op.type.shape, np.int64)
@@ -165,41 +167,42 @@ class Schedule:
 
             self._host_step(op, draw_sample)
             return Tensor(op.type, out)
-        t = self.backend._apply(op, ins, ctx, draw)  # a constant or a rename
+        t = host_value(op, ins, self.backend.machine)
         return t if isinstance(t.data, Buf) else Tensor(t.type, self._const(t.data))
 
-    def _launch(self, op, ins: list[Tensor], draw: Draw, training: bool) -> Tensor:
-        dropout = op.attrs.get("draw") == "dropout"
-        if dropout and not training:
-            return Tensor(op.type, ins[0].data)  # outside training, dropout is the identity
-        k = self.backend.kernel(op.attrs["kernel"])
-        bufs = [
-            t.data.ints if i in k.quant else self._converted(t.data, e, op)
-            for i, (t, e) in enumerate(zip(ins, k.elements, strict=False))
-        ]
-        if k.kind in GATHERS:
-            checked = [Tensor(t.type, b) for t, b in zip(ins, bufs, strict=False)]
+    def _launch(self, op, plan: LaunchPlan, ins: list[Tensor], draw: Draw) -> Tensor:
+        """The plan traced: a host step for each conversion, the gather check and the mask,
+        then the native launch on the buffers' places."""
+        if plan.identity:
+            return Tensor(plan.type, ins[0].data)
+        bufs = plan.buffers(
+            ins,
+            lambda data, element: self._converted(data, element, op),
+            lambda: self._mask(op, plan, draw),
+            lambda: self._alloc(plan.type.shape, plan.output),
+        )
+        if plan.gather is not None:
+            indices = bufs[1]
 
             def check(arrays, ctx):
-                check_gathers(k.kind, [Tensor(t.type, view(t.data, arrays)) for t in checked])
+                plan.check(ins, view(indices, arrays))
 
             self._host_step(op, check)
-        if dropout:  # kept where a draw is at least the rate
-            mask, rate = self._alloc(op.type.shape, np.int8), float(op.attrs["rate"])
-
-            def draw_mask(arrays, ctx):
-                drawn = Draw(ctx, draw.kind, draw.where)().random(mask.shape)
-                view(mask, arrays)[...] = drawn >= rate
-
-            self._host_step(op, draw_mask)
-            bufs.append(mask)
-        bufs.extend(ins[i].data.scales for i in sorted(k.quant))  # integer weights' scales
-        out = self._alloc(op.type.shape, ELEMENTS[k.elements[-1]])
-        bufs.append(out)
-        self.steps.append(self.backend.launch_step(k, [(b.region, b.offset) for b in bufs]))
+        kernel = self.backend.kernels[plan.kernel]
+        self.steps.append(self.backend.launch_step(kernel, [(b.region, b.offset) for b in bufs]))
         self.launches += 1
-        self.unfused += k.ops
-        return Tensor(op.type, out)
+        self.unfused += plan.ops
+        return Tensor(plan.type, bufs[-1])
+
+    def _mask(self, op, plan: LaunchPlan, draw: Draw) -> Buf:
+        """Dropout's keep mask, drawn each call with the call's seed and step."""
+        mask = self._alloc(plan.type.shape, np.int8)
+
+        def draw_mask(arrays, ctx):
+            view(mask, arrays)[...] = plan.keep(Draw(ctx, draw.kind, draw.where)())
+
+        self._host_step(op, draw_mask)
+        return mask
 
     # ---- replay ----
     def run(self, args: list[Value], ctx: CallContext) -> Value:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from mlir import ir
 
+from presk.errors import Span
 from presk.ir.core import psk_type, python_value, site_of, string_attr
 from presk.ir.types import PskType
 from presk.prims import by_op, read_attrs
@@ -30,7 +31,7 @@ class Op:
     callsite: str | None = None  # a call's or fold's key in its function (draws inside it)
     key: str | None = None  # the site whose draws a derivative's dropout repeats
     let: str | None = None  # the `let` name the op was bound to, if any
-    loc: str = ""  # file:line:col of the source expression
+    loc: Span | None = None  # the source expression's position
 
 
 @dataclass(frozen=True)
@@ -60,13 +61,14 @@ class Program:
         return self.attrs.get("psk.params", [])
 
 
-def _location(loc: ir.Location) -> str:
+def _location(loc: ir.Location) -> Span | None:
+    """A file location's position, read from the location (None for any other kind)."""
     try:
         if loc.is_a_file():
-            return f"{loc.filename}:{loc.start_line}:{loc.start_col}"
+            return Span(loc.filename, loc.start_line, loc.start_col)
     except Exception:  # noqa: BLE001 - a location kind the bindings cannot describe
         pass
-    return ""
+    return None
 
 
 def _read_function(f) -> Function:

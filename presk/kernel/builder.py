@@ -67,7 +67,7 @@ class KernelBuilder:
         symbol: str,
         kind: str,
         machine: Machine,
-        inputs: list[tuple[str, TensorType]],
+        inputs: list[tuple[str | Weights, TensorType]],
         output: tuple[str, TensorType],
         loc: ir.Location,
     ):
@@ -78,9 +78,7 @@ class KernelBuilder:
             self.ftype = machine.mlir_arith()
             self.index = ir.IndexType.get()
             # integer weights: an int8 buffer in the input's place, its scales after the inputs
-            self.weights = {
-                i: w for i, (e, t) in enumerate(inputs) if (w := Weights.read(e, t)) is not None
-            }
+            self.weights = {i: e for i, (e, _) in enumerate(inputs) if isinstance(e, Weights)}
             stored = [
                 ("i8", self.weights[i].stored(t)) if i in self.weights else (e, t)
                 for i, (e, t) in enumerate(inputs)
@@ -92,7 +90,9 @@ class KernelBuilder:
             self.func.attributes["psk_kernel.kernel"] = ir.StringAttr.get(kind)
             self.func.attributes["psk_kernel.type"] = ir.StringAttr.get(machine.name)
             if self.weights:
-                self.func.attributes["psk_kernel.quant"] = quant_attr(self.weights)
+                self.func.attributes["psk_kernel.quant"] = quant_attr(
+                    self.weights, [t for _, t in inputs]
+                )
             block = self.func.add_entry_block()
         self.args = list(block.arguments)
         self.ins, self.out = self.args[: len(inputs)], self.args[-1]

@@ -4,7 +4,7 @@ A parameter typed by a realization (`params`: bf16 or f32) or quantised (`quant`
 its own buffer on the machine backends, and a kernel reading it should read that buffer
 as it is: widened (or rounded) at the load, or dequantised as f32(q)·s. Kernels are
 specialised statically, so this runs the host program abstractly from the entry: the
-parameter record's leaves carry their element spelling (`bf16`, `q8@-2`: 8-bit integers
+parameter record's leaves carry their element (`bf16`, or `Weights(8, -2)`: 8-bit integers
 whose scales are constant along the second axis from the end), records, tuples, calls
 and folds carry them through, and anything else gives no spelling. A function runs once
 per call site, so a value gets a spelling only if every run agrees on it (the shared
@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from presk.ir.core import psk_type
+from presk.kernel.weights import Weights
 from presk.runtime.values import build
 
 _MIXED = object()  # runs disagree on a value
@@ -104,4 +105,4 @@ def parameter_elements(module, spellings: dict[str, str]) -> dict:
     args = list(entry.regions[0].blocks[0].arguments)
     record = build(psk_type(args[0]), lambda path, t: spellings.get(path))
     reach.call(entry.attributes["sym_name"].value, [record, *[None] * (len(args) - 1)])
-    return {v: a for v, a in reach.seen.items() if isinstance(a, str)}
+    return {v: a for v, a in reach.seen.items() if isinstance(a, (str, Weights))}

@@ -1,13 +1,15 @@
 """Integer weights in kernels: the buffers they take and the loads that dequantise them.
 
-A kernel input spelled `q8@-2` (or `q4@-1`) is an integer weight: an int8 buffer (at 4
-bits two to a byte along the last axis, the even element in the low nibble) and an f32
-buffer of scales, one per index of every axis but the one counted `-2` from the end.
-The scale buffers follow the kernel's other inputs (after a dropout's mask), before the
-output, and the kernel records which inputs are weights in `psk_kernel.quant`. A load
-gives f32(q)·s rounded to f32, as `presk.realize.Quantized` stands for, then widened
-(f64) or rounded (bf16) to the kernel's type like any f32 operand: the bits are those of
-the same kernel reading the dequantised weights.
+A kernel input whose element is `Weights` (8 or 4 bits, scales constant along the axis
+`over` counts from the end) is an integer weight: an int8 buffer (at 4 bits two to a byte
+along the last axis, the even element in the low nibble) and an f32 buffer of scales,
+one per index of every axis but `over`. The scale buffers follow the kernel's other
+inputs (after a dropout's mask), before the output, and the kernel records which inputs
+are weights in `psk_kernel.quant` (`[{input = 1 : i64, bits = 8 : i64, over = -2 : i64,
+extent = 64 : i64}]`, extent the weight's last). A load gives f32(q)·s rounded to f32, as
+`presk.quantize.Quantized` stands for, then widened (f64) or rounded (bf16) to the
+kernel's type like any f32 operand: the bits are those of the same kernel reading the
+dequantised weights.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from mlir import ir
 from mlir.dialects import arith, vector
 
 from presk.errors import RealizationError
-from presk.ir.core import python_value
 from presk.ir.types import Axis, TensorType
 
 
@@ -26,17 +27,15 @@ from presk.ir.types import Axis, TensorType
 class Weights:
     bits: int  # 8 or 4
     over: int  # the axis the scales are constant along, from the end (negative)
-    extent: int  # the weight's last extent (packed, at 4 bits)
 
     @staticmethod
-    def read(spelling: str, t: TensorType) -> Weights | None:
-        if not spelling.startswith("q"):
-            return None
-        bits, over = spelling[1:].split("@")
-        return Weights(int(bits), int(over), t.axes[-1].size if t.axes else 1)
+    def read(attr: ir.DictAttr) -> Weights:
+        """Weights from a dictionary attribute's integer entries `bits` and `over`."""
+        return Weights(_integer(attr, "bits"), _integer(attr, "over"))
 
-    def spelling(self) -> str:
-        return f"q{self.bits}@{self.over}"
+    def entries(self) -> dict[str, ir.Attribute]:
+        """The integer attributes `read` takes back (in a context)."""
+        return {"bits": _i64(self.bits), "over": _i64(self.over)}
 
     def stored(self, t: TensorType) -> TensorType:
         """The int8 buffer's type: at 4 bits, the last axis halved (rounded up)."""
@@ -51,37 +50,52 @@ class Weights:
         return TensorType("real", tuple(axes))
 
 
-def kernel_buffers(f) -> list[tuple[str, TensorType]]:
+def _i64(n: int) -> ir.IntegerAttr:
+    return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), n)
+
+
+def _integer(attr: ir.DictAttr, name: str) -> int:
+    return ir.IntegerAttr(attr[name]).value
+
+
+def kernel_buffers(f) -> list[tuple[str | Weights, TensorType]]:
     """A kernel's buffers as its builder was given them: (element, type) of each input,
-    then of the output; integer weights as their spelling and the weight's type, their
+    then of the output; integer weights as their `Weights` and the weight's type, their
     scale buffers left out."""
     from presk.kernel.builder import buffer_tensor
 
     args = [buffer_tensor(a.type) for a in f.regions[0].blocks[0].arguments]
     quant = quant_inputs(f)
-    for i, (spelling, extent) in quant.items():
+    for i, (weights, extent) in quant.items():
         t = args[i][1]
         last = t.axes[-1]
-        args[i] = (spelling, t.with_axes((*t.axes[:-1], Axis(last.name, extent))))
+        args[i] = (weights, t.with_axes((*t.axes[:-1], Axis(last.name, extent))))
     return [*args[: len(args) - 1 - len(quant)], args[-1]]
 
 
-def quant_inputs(f) -> dict[int, tuple[str, int]]:
-    """A kernel's integer-weight inputs: position -> (spelling, the weight's last extent)."""
+def quant_inputs(f) -> dict[int, tuple[Weights, int]]:
+    """A kernel's integer-weight inputs: position -> (weights, the weight's last extent)."""
     if "psk_kernel.quant" not in f.attributes:
         return {}
-    return {
-        q["input"]: (q["weights"], q["extent"])
-        for q in python_value(f.attributes["psk_kernel.quant"])
-    }
+    entries = [ir.DictAttr(a) for a in ir.ArrayAttr(f.attributes["psk_kernel.quant"])]
+    return {_integer(d, "input"): (Weights.read(d), _integer(d, "extent")) for d in entries}
 
 
-def quant_attr(weights: dict[int, Weights]) -> ir.Attribute:
-    items = ", ".join(
-        f'{{input = {i} : i64, weights = "{w.spelling()}", extent = {w.extent} : i64}}'
-        for i, w in sorted(weights.items())
+def quant_attr(weights: dict[int, Weights], types: list[TensorType]) -> ir.Attribute:
+    """`psk_kernel.quant` of a kernel whose inputs of `types` at `weights`' positions are
+    integer weights (in a context)."""
+    return ir.ArrayAttr.get(
+        [
+            ir.DictAttr.get(
+                {"input": _i64(i), **w.entries(), "extent": _i64(_last_extent(types[i]))}
+            )
+            for i, w in sorted(weights.items())
+        ]
     )
-    return ir.Attribute.parse(f"[{items}]")
+
+
+def _last_extent(t: TensorType) -> int:
+    return t.axes[-1].size if t.axes else 1
 
 
 def dequantized(kb, w: Weights, ints: ir.Value, scales: ir.Value, indices: list, lanes: int):
