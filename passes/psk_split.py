@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from presk.backends.workers import default_threads
 from presk.kernel.relayout import LayoutPass
+from presk.toolchain import default_threads
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,6 @@ from presk import backends, quantize, stages
 from presk import realize as realizations
 from presk.backends.host import CallContext
 from presk.backends.kernel import kernels_of
-from presk.backends.workers import check_threads
 from presk.errors import FileFormatError, UsageError
 from presk.fileio import MAX_SOURCE_BYTES, read_text
 from presk.front import ast
@@ -56,6 +55,7 @@ from presk.runtime.arrays_file import read_leaf
 from presk.runtime.inputs import arguments, param_type, parameters
 from presk.runtime.output import _float64
 from presk.runtime.values import Tensor, Value, build, leaves
+from presk.toolchain import check_threads
 from presk.train.loop import Hyper, State, Trainer, first_step, zeros_like
 from presk.train.step import SYMBOL, add_train_step
 

@@ -14,6 +14,8 @@ from functools import cache
 
 import mlir.ir
 
+from presk.errors import UsageError
+
 
 def mlir_root() -> str:
     return os.path.dirname(mlir.ir.__file__)
@@ -74,3 +76,21 @@ def upstream_passes() -> list[tuple[str, str]]:
         if m:
             found.append((m.group(1), m.group(2).strip()))
     return found
+
+
+def default_threads() -> int:
+    """`$PRESK_THREADS`, else the cores this process may run on."""
+    env = os.environ.get("PRESK_THREADS")
+    if env:
+        return check_threads(env, "PRESK_THREADS")
+    return len(os.sched_getaffinity(0))
+
+
+def check_threads(value, what: str = "--threads") -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise UsageError(f"{what} {value}: the number of threads is a positive integer")
+    return n

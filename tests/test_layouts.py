@@ -18,7 +18,6 @@ from presk import stages
 from presk.backends.host import CallContext
 from presk.backends.kernel import KernelBackend
 from presk.backends.mlir import MlirBackend
-from presk.backends.workers import default_threads
 from presk.errors import RealizationError
 from presk.ir.core import string_attr, walk_ops
 from presk.ir.program import read_program
@@ -27,7 +26,7 @@ from presk.kernel.epilogue import fold_epilogues
 from presk.kernel.machine import MACHINES
 from presk.kernel.relayout import layout_kernels, relayout
 from presk.runtime.values import leaves
-from presk.toolchain import vector_widths
+from presk.toolchain import default_threads, vector_widths
 from tests.conformance.suite import TYPES, Case, inputs, module_of
 
 LINEAR = Case("Linear", "tests/data/layouts.psk", "Linear{128, 64}.apply", ("B=4",))

@@ -14,11 +14,11 @@ from conftest import REPO
 
 from presk import backends
 from presk.backends.host import CallContext
-from presk.backends.workers import default_threads
 from presk.cli import main
 from presk.ir.core import python_value
 from presk.kernel.relayout import layout_kernels
 from presk.runtime.values import leaves
+from presk.toolchain import default_threads
 from tests.conformance.suite import Case, inputs, module_of
 
 DOT = Case("dot", "tests/data/layouts.psk", "dot_big", ("I=8", "K=32", "J=16"))

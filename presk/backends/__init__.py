@@ -23,7 +23,7 @@ def make(
 ):
     """The backend `name` for `module`; a machine backend lowers the module in place
     (`stages.kernel`). `realize` is a realization or its spelling (`f32`, `@R.json`:
-    presk/realize.py); `threads` the mlir backend's (default: `workers.default_threads()`);
+    presk/realize.py); `threads` the mlir backend's (default: `toolchain.default_threads()`);
     `plan` a plan file whose realization (if it has one) replaces a uniform `realize` and
     whose layouts move the nests it names."""
     from presk import realize as realizations
@@ -48,8 +48,7 @@ def make(
 
         return KernelBackend(read_program(module), module, machine, r)
     from presk.backends.mlir import MlirBackend
-    from presk.backends.workers import default_threads
-    from presk.toolchain import vector_bytes
+    from presk.toolchain import default_threads, vector_bytes
 
     stages.affine(module, vector_bytes())
     return MlirBackend(read_program(module), module, machine, r, threads or default_threads())

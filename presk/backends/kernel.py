@@ -1,5 +1,5 @@
 """The kernel backend: the lowered program's host over runtime values, each launch run by
-the kernel evaluator (presk/kernel/interp.py) in the machine type.
+the kernel evaluator (presk/kernel/evaluator.py) in the machine type.
 
 Arguments and parameters are converted to the machine type once, on entry (a real
 reaches bf16 through f32), but for parameters a realization types or quantises, which
@@ -18,7 +18,7 @@ from presk.backends.host import CallContext, Host
 from presk.backends.launch import LaunchPlan, LaunchPlans
 from presk.ir.program import Op, Program
 from presk.kernel.builder import rounded
-from presk.kernel.interp import read_kernel, run_kernel
+from presk.kernel.evaluator import read_kernel, run_kernel
 from presk.kernel.machine import Machine, storage_of, to_storage
 from presk.quantize import machine_args
 from presk.realize import Realization

@@ -8,29 +8,8 @@ the bits of one call over the whole range.
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
-
-from presk.errors import UsageError
-
-
-def default_threads() -> int:
-    """`$PRESK_THREADS`, else the cores this process may run on."""
-    env = os.environ.get("PRESK_THREADS")
-    if env:
-        return check_threads(env, "PRESK_THREADS")
-    return len(os.sched_getaffinity(0))
-
-
-def check_threads(value, what: str = "--threads") -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise UsageError(f"{what} {value}: the number of threads is a positive integer")
-    return n
 
 
 @cache

@@ -14,7 +14,6 @@ from pathlib import Path
 from presk import backends
 from presk import realize as realizations
 from presk.backends.native import Compiler
-from presk.backends.workers import check_threads
 from presk.cli.common import seed_number
 from presk.cli.programs import (
     MAX_BITS,
@@ -31,6 +30,7 @@ from presk.kernel.cost import Target, milliseconds, predict
 from presk.kernel.machine import MACHINES
 from presk.kernel.planner import candidates, choose, plan_entry
 from presk.kernel.relayout import contraction_kernels
+from presk.toolchain import check_threads
 
 
 def configure(p) -> None:

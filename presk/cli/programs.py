@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from presk import api, backends
 from presk.api import MAX_BITS
-from presk.backends.workers import check_threads
 from presk.cli.common import whole_number
 from presk.front.bindings import missing_entry, parse_assignments
 from presk.kernel.relayout import plan_path
 from presk.stages import REMATS
+from presk.toolchain import check_threads
 
 
 def add_program_args(p, default_entry: str | None = None) -> None:

@@ -25,6 +25,7 @@ import math
 from dataclasses import dataclass
 
 from presk.kernel.contraction import Layout, Nest
+from presk.toolchain import default_threads, vector_bytes
 
 LOAD = 0.5  # cycles a load from L1
 L2_BYTE = 1 / 32  # cycles a byte from L2
@@ -47,9 +48,6 @@ class Target:
 
     @staticmethod
     def host() -> Target:
-        from presk.backends.workers import default_threads
-        from presk.toolchain import vector_bytes
-
         width = vector_bytes()
         return Target(width, default_threads(), registers=32 if width == 64 else 16)
 

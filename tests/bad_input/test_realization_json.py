@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bad_input.refusal import refuse, refuse_process
-from presk.backends.workers import default_threads
+from presk.toolchain import default_threads
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LINEAR = [
