@@ -22,7 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from presk.api import load  # noqa: E402 (first: it imports presk.prims before presk.kernel)
+from presk.api import load  # noqa: E402
 from presk.kernel.cost import Target  # noqa: E402
 from presk.kernel.planner import choose, plan_entry  # noqa: E402
 

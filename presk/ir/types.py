@@ -80,6 +80,16 @@ class TensorType:
         return head + "[" + ", ".join(a.text() for a in self.axes) + "]"
 
 
+def alignment(t: TensorType, out: TensorType) -> tuple[int | None, ...]:
+    """For each axis of `out`, the axis of operand `t` that feeds it, or None where `t`
+    repeats: the trailing rule when `t`'s axes end `out`'s, else by name."""
+    n = t.rank
+    if t.axes == out.axes[out.rank - n :]:
+        return (None,) * (out.rank - n) + tuple(range(n))
+    where = {a.name: i for i, a in enumerate(t.axes)}
+    return tuple(where.get(a.name) if a.name else None for a in out.axes)
+
+
 @dataclass(frozen=True)
 class RecordType:
     fields: tuple[tuple[str, PskType], ...]

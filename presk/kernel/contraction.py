@@ -30,10 +30,9 @@ from mlir import ir
 
 from presk.errors import RealizationError
 from presk.ir.core import python_value
-from presk.ir.types import TensorType, i64_array
+from presk.ir.types import TensorType, alignment, i64_array
 from presk.kernel.builder import KernelBuilder, buffer_tensor
 from presk.kernel.nests import Contraction, accumulate, aligned_index, loops
-from presk.prims.base import alignment
 from presk.toolchain import default_threads
 
 ORDERS = ("IJ", "JI", "IJK", "IKJ", "JIK", "JKI", "KIJ", "KJI")

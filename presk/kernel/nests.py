@@ -12,9 +12,8 @@ from __future__ import annotations
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 
-from presk.ir.types import TensorType
+from presk.ir.types import TensorType, alignment
 from presk.kernel.builder import KernelBuilder
-from presk.prims.base import alignment
 
 
 @contextmanager

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from presk.ir.types import Axis, TensorType
+from presk.ir.types import Axis, TensorType, alignment
 
 
 class TypingError(Exception):
@@ -163,16 +163,6 @@ def broadcast_axes(a: TensorType, b: TensorType) -> tuple[Axis, ...]:
         f"cannot broadcast {a.text()} with {b.text()}: trailing axes differ in name, "
         "and not every axis of the smaller one is a named axis of the other"
     )
-
-
-def alignment(t: TensorType, out: TensorType) -> tuple[int | None, ...]:
-    """For each axis of `out`, the axis of operand `t` that feeds it, or None where `t`
-    repeats: the trailing rule when `t`'s axes end `out`'s, else by name."""
-    n = t.rank
-    if t.axes == out.axes[out.rank - n :]:
-        return (None,) * (out.rank - n) + tuple(range(n))
-    where = {a.name: i for i, a in enumerate(t.axes)}
-    return tuple(where.get(a.name) if a.name else None for a in out.axes)
 
 
 def aligned(data, t: TensorType, out: TensorType):
