@@ -51,10 +51,10 @@ from presk.ir.types import PskType, TensorType
 from presk.ir.types import leaves as leaf_types
 from presk.kernel.relayout import plan_path
 from presk.kernel.text import kernel_text
+from presk.runtime import output
 from presk.runtime.arrays_file import read_leaf
 from presk.runtime.inputs import arguments, param_type, parameters
-from presk.runtime.output import _float64
-from presk.runtime.values import Tensor, Value, build, leaves
+from presk.runtime.values import Tensor, Value, build
 from presk.toolchain import check_threads
 from presk.train.loop import Hyper, State, Trainer, first_step, zeros_like
 from presk.train.step import SYMBOL, add_train_step
@@ -358,7 +358,7 @@ class TrainStep:
         )
         args = [state.params, state.m, state.v, *trainer.hyper_args(step), *data]
         out = compiled.backend.call(args, trainer.context(step), SYMBOL)
-        loss, grad_norm, lr = (float(_float64(t)) for t in out[:3])
+        loss, grad_norm, lr = (float(output.float64(t)) for t in out[:3])
         return StepResult(loss, grad_norm, lr, *map(to_numpy, out[3:]))
 
 
@@ -406,5 +406,5 @@ def to_numpy(value: Value):
     arrays by dotted path, a tuple a tuple."""
     if isinstance(value, tuple):
         return tuple(map(to_numpy, value))
-    arrays = {p: _float64(t) if t.type.kind == "real" else t.data for p, t in leaves(value)}
+    arrays = output.arrays(value)
     return arrays[""] if isinstance(value, Tensor) else arrays

@@ -13,10 +13,20 @@ from presk.prims import exact
 from presk.runtime.values import Tensor, Value, leaves
 
 
-def _float64(t: Tensor) -> np.ndarray:
+def float64(t: Tensor) -> np.ndarray:
+    """A real tensor's values as a C-ordered float64 array (an exact value rounded once;
+    a scalar stays 0-d)."""
     if t.data.dtype == object:
         return exact.to_float64(t.data)
-    return np.asarray(t.data, dtype=np.float64)
+    return np.array(t.data, dtype=np.float64, order="C")
+
+
+def arrays(value: Value) -> dict[str, np.ndarray]:
+    """Each tensor of `value` by its dotted path: reals as float64, indices and masks as
+    they are (int64, bool)."""
+    return {
+        p: float64(t) if t.type.kind == "real" else np.asarray(t.data) for p, t in leaves(value)
+    }
 
 
 def text(value: Value) -> str:
@@ -25,7 +35,7 @@ def text(value: Value) -> str:
     for path, t in leaves(value):
         head = f"{path} : {t.type.text()}" if path else t.type.text()
         out.append(head)
-        data = _float64(t) if t.type.kind == "real" else np.asarray(t.data)
+        data = float64(t) if t.type.kind == "real" else np.asarray(t.data)
         out.append(np.array2string(data, precision=8, max_line_width=100, threshold=2000))
     return "\n".join(out) + "\n"
 
@@ -72,9 +82,7 @@ def json_text(value: Value, header: dict, bits: int | None) -> str:
 def write_npz(path: str, value: Value) -> None:
     """Every leaf as a float64 (or int64, bool) array named by its path (`output` for a
     single tensor), written atomically."""
-    arrays = {}
-    for p, t in leaves(value):
-        arrays[p or "output"] = _float64(t) if t.type.kind == "real" else np.asarray(t.data)
+    named = {p or "output": a for p, a in arrays(value).items()}
     buf = io.BytesIO()
-    np.savez(buf, **arrays)
+    np.savez(buf, **named)
     write_atomic(path, buf.getvalue())

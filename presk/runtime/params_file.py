@@ -19,24 +19,18 @@ from presk.errors import FileFormatError
 from presk.fileio import write_atomic
 from presk.ir.types import PskType
 from presk.ir.types import leaves as leaf_types
-from presk.prims import exact
+from presk.runtime import output
 from presk.runtime.arrays_file import SUFFIXES, open_arrays, read_leaf
-from presk.runtime.values import Tensor, Value, build, leaves
+from presk.runtime.values import Tensor, Value, build
 
 
 def is_params_file(path: str) -> bool:
     return path.endswith(SUFFIXES)
 
 
-def _float64(data: np.ndarray) -> np.ndarray:
-    if data.dtype == object:
-        return exact.to_float64(data)
-    return np.array(data, dtype=np.float64, order="C")  # keeps a scalar 0-d
-
-
 def encode(path: str, params: Value) -> bytes:
     """The bytes of a parameters file for `path`'s suffix."""
-    arrays = {p: _float64(t.data) for p, t in leaves(params)}
+    arrays = output.arrays(params)  # a parameter tree's leaves are all real
     if path.endswith(".safetensors"):
         return safetensors.numpy.save(arrays, metadata={"format": "presk.params"})
     buf = io.BytesIO()
