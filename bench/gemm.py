@@ -27,12 +27,12 @@ sys.path.insert(0, str(REPO))
 
 from presk import backends, stages  # noqa: E402
 from presk.backends.host import CallContext  # noqa: E402
+from presk.core.program import read_host_program  # noqa: E402
 from presk.front.bindings import parse_entry  # noqa: E402
 from presk.front.check import check_program  # noqa: E402
 from presk.front.elaborate import elaborate  # noqa: E402
 from presk.front.parser import parse  # noqa: E402
 from presk.ir.context import new_context  # noqa: E402
-from presk.ir.program import read_program  # noqa: E402
 from presk.kernel.contraction import Layout, check, read_nest  # noqa: E402
 from presk.kernel.cost import Target, predict  # noqa: E402
 from presk.kernel.machine import MACHINES  # noqa: E402
@@ -154,7 +154,7 @@ def run(n: int, t: str, layout: Layout, a, b, args):
         backend = backends.make("mlir", m, realize=t, threads=args.threads, plan=f.name)
     finally:
         os.unlink(f.name)
-    types = read_program(m).entry_function.arg_types
+    types = read_host_program(m).entry_function.arg_types
     call_args = [Tensor(types[0], a), Tensor(types[1], b)]
     out = backend.call(call_args, CallContext())
     seconds = best_of(lambda: backend.call(call_args, CallContext()), args.repeat)

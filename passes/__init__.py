@@ -4,6 +4,9 @@ A pass is a frozen dataclass subclassing `Pass`, with a kebab-case `name`, a one
 `description`, options as fields (`psk-tile{m=4 n=16}`), and `run(module)` that rewrites
 a `builtin.module` in place and leaves it verifying. Each module `passes/<snake_name>.py`
 defines one pass and exports it as `PASS`; `registry()` finds them lazily.
+
+A pass whose rewrite is local to one op (erase it, mark it, carry a loop's value in a
+register) states it as rewrite patterns, one function an op name, applied by `apply`.
 """
 
 from __future__ import annotations
@@ -11,11 +14,19 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import pkgutil
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cache
 from typing import ClassVar
 
+from mlir import ir
+from mlir.rewrite import PatternRewriter, RewritePatternSet, walk_and_apply_patterns
+
 from presk.errors import UsageError
+
+# A rewrite pattern's body: rewrite `op` (erasing it or ops nested in it only through the
+# rewriter) and say whether it did.
+Rewrite = Callable[[ir.Operation, PatternRewriter], bool]
 
 
 @dataclass(frozen=True)
@@ -54,6 +65,39 @@ def _convert(pass_name: str, key: str, raw: str, typ) -> object:
     except ValueError:
         raise UsageError(f"pass {pass_name}: option '{key}' takes a {typ}, not '{raw}'") from None
     return raw
+
+
+def apply(roots: Iterable[ir.Operation], patterns: dict[str, Rewrite]) -> bool:
+    """Apply `patterns` (by root op name) to every op nested in each of `roots`, in one
+    post-order walk (an op's regions before the op: inner loops before outer ones, a
+    block's ops in order); whether any pattern rewrote.
+
+    This is upstream's walk driver, not `apply_patterns_and_fold_greedily`: the greedy
+    driver also folds, erases every trivially dead op and simplifies regions, which would
+    change kernels and other dialects' ops these passes leave alone (the lit tests check
+    they stay). The walk driver needs no notice of an op a pattern moves or marks.
+    """
+    rewrote = False
+
+    def as_pattern(rewrite: Rewrite):
+        def pattern(op, rewriter) -> bool:
+            nonlocal rewrote
+            done = rewrite(op.operation, rewriter)
+            rewrote = rewrote or done
+            return not done  # upstream's convention: a falsy result is a match
+
+        return pattern
+
+    roots = list(roots)
+    if not roots:
+        return False
+    found = RewritePatternSet(roots[0].context)
+    for name, rewrite in patterns.items():
+        found.add(name, as_pattern(rewrite))
+    frozen = found.freeze()
+    for root in roots:
+        walk_and_apply_patterns(root, frozen)
+    return rewrote
 
 
 @cache

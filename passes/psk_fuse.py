@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from mlir import ir
 from presk.passes import Pass
 
-from presk.ir.core import psk_type, site_of, walk_ops
+from presk.ir.ops import psk_type, site_of, walk_ops
 from presk.prims import by_op
 
 

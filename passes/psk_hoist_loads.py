@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from presk.passes import Pass
 
-from presk.ir.core import walk_ops
+from presk.ir.ops import walk_ops
 from presk.kernel.loops import body_ops, is_inside, kernel_funcs, loops_of
 
 _LOADS = ("affine.load", "memref.load", "affine.vector_load")

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from mlir import ir
 from presk.passes import Pass
 
-from presk.ir.core import walk_ops
+from presk.ir.ops import walk_ops
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from mlir import ir
 from mlir.dialects import affine, arith, memref, vector
 from presk.passes import Pass
 
-from presk.ir.core import python_value, walk_ops
+from presk.ir.ops import python_value, walk_ops
 from presk.kernel.builder import buffer_parts
 from presk.kernel.loops import (
     PARALLEL,

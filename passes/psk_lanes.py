@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 from presk.passes import Pass
 
-from presk.ir.core import string_attr
+from presk.ir.ops import string_attr
 from presk.kernel.machine import MACHINES
 from presk.kernel.relayout import contraction_kernels, relayout
 from presk.toolchain import vector_bytes

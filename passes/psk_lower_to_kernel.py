@@ -24,14 +24,14 @@ from dataclasses import dataclass
 from mlir import ir
 from presk.passes import Pass
 
+from presk.backends.params import parameter_elements
+from presk.core.build import Builder, V
 from presk.errors import UsageError
-from presk.ir.build import Builder, V
-from presk.ir.core import psk_type, python_value, site_of, string_attr, walk_ops
+from presk.ir.ops import psk_type, python_value, site_of, string_attr, walk_ops
 from presk.ir.types import TensorType
 from presk.kernel.builder import KernelBuilder
 from presk.kernel.machine import MACHINES, Machine, storage_of
 from presk.kernel.nests import aligned_index, loops
-from presk.kernel.params import parameter_elements
 from presk.kernel.weights import Weights
 from presk.prims import by_op, read_attrs
 from presk.prims.base import Apply
@@ -98,7 +98,7 @@ class Lowering:
     def element(self, v, machine: Machine) -> str | Weights:
         """The element type a kernel in `machine` reads `v` in: the type the launch that
         made it stored it, or a realized parameter's (`bf16`, or `Weights`:
-        presk/kernel/params.py), read through widening, rounding or dequantising loads
+        presk/backends/params.py), read through widening, rounding or dequantising loads
         with no copy; else the kernel's own (the host converts at its edge)."""
         return self.produced.get(v) or self.params.get(v) or storage_of(psk_type(v), machine)
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from presk.passes import Pass
 
-from presk.ir.core import walk_ops
+from presk.ir.ops import walk_ops
 
 
 def _is_host(f) -> bool:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from presk.passes import Pass
 
 from presk.errors import VerifierError
-from presk.ir.core import STRUCTURAL_OPS, psk_type, site_of, walk_ops
+from presk.ir.ops import STRUCTURAL_OPS, psk_type, site_of, walk_ops
 from presk.ir.types import RecordType, TensorType, TupleType
 
 

@@ -29,10 +29,10 @@ from mlir import ir
 from presk.passes import Pass
 from presk.passes.psk_fuse import interior_sites
 
+from presk.core.build import FuncBuilder, V
+from presk.core.program import Function, HostProgram, Op, read_host_program
 from presk.errors import PassError, Span, UsageError
-from presk.ir.build import FuncBuilder, V
-from presk.ir.core import walk_ops
-from presk.ir.program import Function, Op, Program, read_program
+from presk.ir.ops import walk_ops
 from presk.ir.types import PskType, RecordType, TensorType, TupleType
 
 
@@ -91,7 +91,7 @@ class Emitter:
 
 
 class Derivatives:
-    def __init__(self, module, program: Program, remat: str):
+    def __init__(self, module, program: HostProgram, remat: str):
         self.module = module
         self.program = program
         self.remat = remat
@@ -408,7 +408,7 @@ class PskVjp(Pass):
         targets = [op for op in walk_ops(module, "psk.") if op.name in ("psk.grad", "psk.vjp")]
         if not targets:
             return
-        derivs = Derivatives(module, read_program(module), self.remat)
+        derivs = Derivatives(module, read_host_program(module), self.remat)
         for op in targets:
             callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
             kind = op.name.split(".")[1]

@@ -27,6 +27,8 @@ from presk import backends, quantize, stages
 from presk import realize as realizations
 from presk.backends.host import CallContext
 from presk.backends.kernel import kernels_of
+from presk.core.program import HostProgram, read_host_program
+from presk.core.text import core_text
 from presk.errors import FileFormatError, UsageError
 from presk.fileio import MAX_SOURCE_BYTES, read_text
 from presk.front import ast
@@ -44,9 +46,6 @@ from presk.front.parser import parse
 from presk.front.prelude import with_prelude
 from presk.front.unparse import program as unparse
 from presk.ir.context import new_context
-from presk.ir.core_text import core_text
-from presk.ir.program import Program as CoreProgram
-from presk.ir.program import read_program
 from presk.ir.types import PskType, TensorType
 from presk.ir.types import leaves as leaf_types
 from presk.kernel.relayout import plan_path
@@ -161,9 +160,9 @@ class Core:
         return self.elaborated.module
 
     @cached_property
-    def view(self) -> CoreProgram:
-        """The module read once for the executors (presk/ir/program.py)."""
-        return read_program(self.module)
+    def view(self) -> HostProgram:
+        """The module read once for the executors (presk/core/program.py)."""
+        return read_host_program(self.module)
 
     def text(self) -> str:
         """PSK-Core's readable text (`presk dump --stage core`)."""

@@ -20,7 +20,7 @@ from dataclasses import replace
 from mlir import ir
 
 from presk.ir.diagnostics import compile_error
-from presk.ir.pipeline import build_pass_manager
+from presk.pipeline import build_pass_manager
 
 REMATS = ("store", "recompute")
 
@@ -112,7 +112,7 @@ _PLAIN = re.compile(r"[\w@%+=:./-]+")  # what a pass option may hold unquoted
 
 def _option(value: str) -> str:
     """`value` as a pass option, quoted as a shell would when it holds anything else (a
-    space, a comma, a quote, a bracket): presk/ir/pipeline.py reads it back."""
+    space, a comma, a quote, a bracket): presk/pipeline.py reads it back."""
     if _PLAIN.fullmatch(value):
         return value
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
@@ -120,7 +120,7 @@ def _option(value: str) -> str:
 
 def launch_sites(module: ir.Module) -> list[str]:
     """The sites of a kernel-stage module's launches, sorted."""
-    from presk.ir.core import string_attr, walk_ops
+    from presk.ir.ops import string_attr, walk_ops
 
     return sorted(
         {string_attr(op, "psk.site") for op in walk_ops(module.operation, "psk_kernel.launch")}
@@ -138,11 +138,11 @@ def realize_attributes(module: ir.Module, realize) -> None:
     r = realization(realize)
     params = {}
     if r.params or r.quant:
-        from presk.ir.program import read_program
+        from presk.core.program import read_host_program
         from presk.quantize import realized_elements
         from presk.runtime.inputs import param_type
 
-        program = read_program(module)
+        program = read_host_program(module)
         realizations.check_paths(r, parameter_paths(program))
         params = realized_elements(r, param_type(program))
     with module.context:

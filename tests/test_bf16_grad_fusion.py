@@ -10,14 +10,14 @@ from programs import REPO
 
 from presk import backends, stages
 from presk.backends.host import CallContext
+from presk.core.program import read_host_program
 from presk.front.bindings import parse_entry
 from presk.front.check import check_program
 from presk.front.elaborate import elaborate
 from presk.front.parser import parse
 from presk.front.prelude import with_prelude
 from presk.ir.context import new_context
-from presk.ir.core import walk_ops
-from presk.ir.program import read_program
+from presk.ir.ops import walk_ops
 from presk.prims import exact
 from presk.runtime.inputs import arguments, parameters
 from presk.train.loop import first_step
@@ -50,7 +50,7 @@ def bits(value) -> np.ndarray:
 def chain_losses(backend: str, realize: str, remat: str):
     """f's value from `run` of f, and from f.fwd inside f_grad's module."""
     f = elaborated(CHAIN, "f", {"N": 37}).module
-    args = arguments(read_program(f), 0, None)
+    args = arguments(read_host_program(f), 0, None)
     run = backends.make(backend, f, realize=realize).call(args, CallContext())
     g = elaborated(CHAIN, "f_grad", {"N": 37}, remat).module
     fwd = backends.make(backend, g, realize=realize).call(args, CallContext(), "f.fwd")
@@ -78,7 +78,7 @@ def test_the_forward_inside_a_gradient_launches_the_forwards_kernels():
 @pytest.mark.parametrize("backend", MACHINE_BACKENDS)
 def test_the_gradient_stays_in_the_bf16_band(backend):
     g = elaborated(CHAIN, "f_grad", {"N": 37})
-    args = arguments(read_program(g.module), 0, None)
+    args = arguments(read_host_program(g.module), 0, None)
     exact_grad = backends.make("interp", g.module, 256).call(args, CallContext())
     machine = backends.make(backend, g.module, realize="bf16").call(args, CallContext())
     eps, a = BANDS["bf16"]
@@ -93,7 +93,7 @@ def test_a_training_steps_loss_is_runs_loss_in_bf16(backend):
     step = elaborated(text, "Regression.loss", {"N": 8})
     add_train_step(step, "store")
     trainer = backends.make(backend, step.module, realize="bf16")
-    program = read_program(step.module)
+    program = read_host_program(step.module)
     params = parameters(program, 0, None)
     args, context = first_step(program, trainer, params, steps=10)
     out = trainer.call(args, context, SYMBOL)

@@ -18,9 +18,9 @@ from presk import stages
 from presk.backends.host import CallContext
 from presk.backends.kernel import KernelBackend
 from presk.backends.mlir import MlirBackend
+from presk.core.program import read_host_program
 from presk.errors import RealizationError
-from presk.ir.core import string_attr, walk_ops
-from presk.ir.program import read_program
+from presk.ir.ops import string_attr, walk_ops
 from presk.kernel.contraction import ROW_FORMS, Layout, check, check_rows, read_nest, space
 from presk.kernel.epilogue import fold_epilogues
 from presk.kernel.machine import MACHINES
@@ -68,7 +68,7 @@ def _run(case: Case, machine: str, width: int, site: str | None, layout: Layout 
         if layout.epilogue:
             fold_epilogues(module.operation, site)
         relayout(module.operation, site, lambda _old: layout)
-    program = read_program(module)
+    program = read_host_program(module)
     kernel = KernelBackend(program, module, MACHINES[machine]).call(inputs(case), CallContext())
     stages.affine(module, width)
     native = MlirBackend(program, module, MACHINES[machine], threads=default_threads())

@@ -14,7 +14,7 @@ from programs import REPO, entries
 
 from presk import backends
 from presk.backends.host import CallContext
-from presk.backends.native import Compiler, kernel_text
+from presk.backends.native import Compiler, kernel_source
 from presk.backends.workers import Workers
 from presk.runtime.values import leaves
 from presk.toolchain import llvm_tool
@@ -146,7 +146,7 @@ def test_the_cache_holds_each_kernel_with_its_text_and_a_warm_run_compiles_nothi
     cold = Compiler(tmp_path).compile(f, n)
     assert not cold.cached
     texts = list(tmp_path.glob("*/*.mlir"))
-    assert len(texts) == 1 and texts[0].read_text() == kernel_text(f)
+    assert len(texts) == 1 and texts[0].read_text() == kernel_source(f)
     assert texts[0].with_suffix(".so").exists()
 
     def no_build(*args):
@@ -157,9 +157,9 @@ def test_the_cache_holds_each_kernel_with_its_text_and_a_warm_run_compiles_nothi
     assert warm.cached and warm.seconds < cold.seconds
     monkeypatch.undo()
     # a library whose text is not the kernel's is never used: the kernel is compiled again
-    texts[0].write_text(kernel_text(f).replace("arith.addf", "arith.subf"))
+    texts[0].write_text(kernel_source(f).replace("arith.addf", "arith.subf"))
     again = Compiler(tmp_path).compile(f, n)
-    assert not again.cached and texts[0].read_text() == kernel_text(f)
+    assert not again.cached and texts[0].read_text() == kernel_source(f)
 
 
 @pytest.mark.parametrize("machine", ["f64", "f32"])

@@ -15,7 +15,7 @@ from conftest import REPO
 from presk import backends
 from presk.backends.host import CallContext
 from presk.cli import main
-from presk.ir.core import python_value
+from presk.ir.ops import python_value
 from presk.kernel.relayout import layout_kernels
 from presk.runtime.values import leaves
 from presk.toolchain import default_threads

@@ -10,7 +10,7 @@ from programs import PROGRAMS, entries, runs
 
 import presk
 from presk.ir.context import dialect_path
-from presk.ir.pipeline import build_pass_manager
+from presk.pipeline import build_pass_manager
 from presk.toolchain import mlir_tool
 
 

@@ -175,7 +175,7 @@ def test_integer_weights_give_the_bits_of_their_dequantised_values(backend, lane
 
 def _integer_loads(module) -> set[str]:
     """The types integer-weight kernels load int8 in, and `q4` where one unpacks nibbles."""
-    from presk.ir.core import walk_ops
+    from presk.ir.ops import walk_ops
 
     found = set()
     for f in walk_ops(module.operation, "func.func"):
@@ -211,7 +211,7 @@ def test_typed_and_integer_weights_in_f64_and_bf16_kernels(backend, default):
 
 def test_a_kernel_shared_by_parameters_of_two_types_reads_its_own():
     from presk import stages
-    from presk.ir.core import string_attr, walk_ops
+    from presk.ir.ops import string_attr, walk_ops
     from presk.kernel.builder import buffer_tensor
     from presk.realize import Realization
 

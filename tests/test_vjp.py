@@ -16,12 +16,12 @@ from programs import REPO
 from presk import stages
 from presk.backends.host import CallContext
 from presk.backends.interp import Interpreter
+from presk.core.program import read_host_program
 from presk.front.bindings import parse_entry
 from presk.front.check import check_program
 from presk.front.elaborate import elaborate
 from presk.front.parser import parse
 from presk.ir.context import new_context
-from presk.ir.program import read_program
 from presk.prims import exact
 from presk.runtime.inputs import arguments, parameters
 from presk.runtime.values import Tensor, leaves, map_tensors
@@ -39,7 +39,7 @@ def core_of(text: str, file: str, entry: str, dims: dict, remat: str = "store"):
     check_program(prog)
     e = elaborate(prog, parse_entry(entry), dims, {}, new_context())
     stages.core(e.module, remat)
-    return read_program(e.module)
+    return read_host_program(e.module)
 
 
 def _direction(value, seed: int):

@@ -28,7 +28,7 @@ def make(
     whose layouts move the nests it names."""
     from presk import realize as realizations
     from presk import stages
-    from presk.ir.program import read_program
+    from presk.core.program import read_host_program
 
     if name not in BACKENDS:
         raise UsageError(f"unknown backend {name!r} (backends: {', '.join(BACKENDS)})")
@@ -36,7 +36,7 @@ def make(
     if name == "interp":
         from presk.backends.interp import Interpreter
 
-        program = read_program(module)
+        program = read_host_program(module)
         realizations.check_paths(r, stages.parameter_paths(program))
         return Interpreter(program, bits, r)
     from presk.kernel.machine import MACHINES
@@ -46,9 +46,9 @@ def make(
     if name == "kernel":
         from presk.backends.kernel import KernelBackend
 
-        return KernelBackend(read_program(module), module, machine, r)
+        return KernelBackend(read_host_program(module), module, machine, r)
     from presk.backends.mlir import MlirBackend
     from presk.toolchain import default_threads, vector_bytes
 
     stages.affine(module, vector_bytes())
-    return MlirBackend(read_program(module), module, machine, r, threads or default_threads())
+    return MlirBackend(read_host_program(module), module, machine, r, threads or default_threads())

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 import gmpy2
 import numpy as np
 
+from presk.core.program import Function, HostProgram, Op
 from presk.errors import PreskError, RuntimeDataError, UsageError
 from presk.fileio import source_line
-from presk.ir.program import Function, Op, Program
 from presk.ir.types import Axis
 from presk.runtime import rng
 from presk.runtime.values import Tensor, Value
@@ -61,7 +61,7 @@ _DOMAIN_ERRORS = (gmpy2.InvalidOperationError, gmpy2.DivisionByZeroError, gmpy2.
 
 
 class Host:
-    def __init__(self, program: Program, apply: Apply, stack: Callable = np.stack):
+    def __init__(self, program: HostProgram, apply: Apply, stack: Callable = np.stack):
         self.program = program
         self.apply = apply
         self.stack = stack  # layers' buffers -> the stacked buffer (fold_bwd's gradients)

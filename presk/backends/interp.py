@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from presk.backends.host import CallContext, Host
+from presk.core.program import HostProgram, Op
 from presk.errors import RuntimeDataError
-from presk.ir.program import Op, Program
 from presk.prims import exact
 from presk.prims.base import Apply
 from presk.quantize import realized_args
@@ -50,7 +50,9 @@ def to_exact(name: str, value: Value) -> Value:
 class Interpreter:
     name = "interp"
 
-    def __init__(self, program: Program, bits: int = 256, realization: Realization | None = None):
+    def __init__(
+        self, program: HostProgram, bits: int = 256, realization: Realization | None = None
+    ):
         self.program = program
         self.bits = bits
         self.realization = realization or Realization()  # only its parameter types apply

@@ -3,7 +3,7 @@ the kernel evaluator (presk/kernel/evaluator.py) in the machine type.
 
 Arguments and parameters are converted to the machine type once, on entry (a real
 reaches bf16 through f32), but for parameters a realization types or quantises, which
-keep their own buffers and are read as they are (presk/kernel/params.py). A kernel's
+keep their own buffers and are read as they are (presk/backends/params.py). A kernel's
 output buffer is a new numpy array (the evaluator writes every element before it reads
 one). Each launch runs its `LaunchPlan` (presk/backends/launch.py), the one description
 of a launch the MLIR backend's schedule runs too. Constants, renames and samples run on
@@ -16,7 +16,7 @@ import numpy as np
 
 from presk.backends.host import CallContext, Host
 from presk.backends.launch import LaunchPlan, LaunchPlans
-from presk.ir.program import Op, Program
+from presk.core.program import HostProgram, Op
 from presk.kernel.builder import rounded
 from presk.kernel.evaluator import read_kernel, run_kernel
 from presk.kernel.machine import Machine, storage_of, to_storage
@@ -52,7 +52,7 @@ class KernelBackend:
     name = "kernel"
 
     def __init__(
-        self, program: Program, module, machine: Machine, realization: Realization | None = None
+        self, program: HostProgram, module, machine: Machine, realization: Realization | None = None
     ):
         self.program = program
         self.machine = machine

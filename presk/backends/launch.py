@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from presk.ir.program import Op
+from presk.core.program import Op
 from presk.ir.types import TensorType
 from presk.kernel.machine import ELEMENTS
 from presk.prims.rows import check_indices

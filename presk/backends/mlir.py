@@ -19,7 +19,7 @@ from presk.backends.launch import LaunchPlans
 from presk.backends.native import Compiler, Native, shared_compiler
 from presk.backends.schedule import Schedule
 from presk.backends.workers import Workers
-from presk.ir.program import Program
+from presk.core.program import HostProgram
 from presk.kernel.machine import Machine
 from presk.kernel.weights import quant_inputs
 from presk.quantize import realized_args
@@ -54,7 +54,7 @@ class MlirBackend:
 
     def __init__(
         self,
-        program: Program,
+        program: HostProgram,
         module,
         machine: Machine,
         realization: Realization | None = None,

@@ -65,7 +65,7 @@ def cache_dir() -> Path:
     return Path(base) / "presk"
 
 
-def kernel_text(f: ir.Operation) -> str:
+def kernel_source(f: ir.Operation) -> str:
     """The text compiled for a kernel `func.func`: the function alone, named `kernel`,
     without presk's attributes (which do not change its code)."""
     module = ir.Module.parse(str(f), f.context)
@@ -93,7 +93,7 @@ class Compiler:
         )
 
     def compile(self, f: ir.Operation, nbuffers: int) -> Native:
-        text = kernel_text(f)
+        text = kernel_source(f)
         found = self._loaded.get(text)
         if found is not None:
             return found

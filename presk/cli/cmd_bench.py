@@ -20,11 +20,11 @@ from presk.cli.programs import (
     add_plan_arg,
     add_program_args,
     elaborate_args,
-    read_program,
+    load_program,
     reference_bits,
 )
 from presk.errors import RealizationError, UsageError
-from presk.ir.core import string_attr, walk_ops
+from presk.ir.ops import string_attr, walk_ops
 from presk.kernel.contraction import Layout, check, read_nest
 from presk.kernel.cost import Target, milliseconds, predict
 from presk.kernel.machine import MACHINES
@@ -148,7 +148,7 @@ def run(args) -> int:
     for t in types:
         realizations.read(t)  # E7001 before any timing
     threads = check_threads(args.threads) if args.threads is not None else None
-    program = read_program(args.file)
+    program = load_program(args.file)
     rows = []
     for name in names:
         for realize in [None] if name == "interp" else types:
@@ -241,7 +241,7 @@ def _sweep(args) -> int:
     """Every point of one nest's layout space, timed on the mlir backend."""
     realize = _listed(args.realize, backends.REALIZATIONS, "--realize")[0]
     threads = check_threads(args.threads) if args.threads is not None else None
-    program = read_program(args.file)
+    program = load_program(args.file)
 
     core = elaborate_args(args, program, train_step=args.train_step)
     target = Target.host()

@@ -7,11 +7,10 @@ from dataclasses import dataclass, field
 
 from presk import stages
 from presk.backends.kernel import kernels_of
-from presk.cli.programs import add_plan_arg, add_program_args, elaborate_args, plan_of, read_program
+from presk.cli.programs import add_plan_arg, add_program_args, elaborate_args, load_program, plan_of
+from presk.core.program import HostProgram, read_host_program
+from presk.core.text import core_text
 from presk.errors import UsageError
-from presk.ir.core_text import core_text
-from presk.ir.program import Program
-from presk.ir.program import read_program as read_host
 from presk.ir.types import TupleType, leaves
 from presk.kernel.text import kernel_text
 from presk.toolchain import vector_bytes
@@ -43,7 +42,7 @@ def configure(p) -> None:
 def run(args) -> int:
     if args.stage == "ast" and args.format == "mlir":
         raise UsageError("--format mlir shows an elaborated module, not --stage ast (text only)")
-    program = read_program(args.file)
+    program = load_program(args.file)
     if args.stage == "ast":
         sys.stdout.write(program.text())
         return 0
@@ -84,7 +83,7 @@ def kernel_dump(module, label: str, pipeline: str) -> str:
     """The kernels an entry launches, in the order of their first launch, headed by their
     counts (read from the host program: nothing runs) and the pipeline that gives them."""
     kernels = kernels_of(module)
-    counted = count_launches(read_host(module), kernels)
+    counted = count_launches(read_host_program(module), kernels)
     saved = counted.unfused - counted.launches
     pct = round(100 * saved / counted.unfused) if counted.unfused else 0
     head = [
@@ -105,7 +104,7 @@ class Launches:
     launches: int = 0
     unfused: int = 0  # the launches the same call would make without fusion
 
-    def add(self, program: Program, name: str, ops: dict[str, int], times: int = 1) -> None:
+    def add(self, program: HostProgram, name: str, ops: dict[str, int], times: int = 1) -> None:
         """Count the launches of host function `name`, called `times` times."""
         fn = program.functions[name]
         types = list(fn.arg_types) + [op.type for op in fn.ops]
@@ -129,7 +128,7 @@ def _layers(stack) -> int:
     return leaves(stack)[0][1].shape[0]
 
 
-def count_launches(program: Program, kernels: dict) -> Launches:
+def count_launches(program: HostProgram, kernels: dict) -> Launches:
     ops = {name: _ops(f) for name, f in kernels.items()}
     counted = Launches()
     counted.add(program, program.entry, ops)

@@ -9,7 +9,7 @@ from presk.cli.programs import (
     add_program_args,
     compile_args,
     elaborate_args,
-    read_program,
+    load_program,
 )
 from presk.runtime.inputs import parameters
 from presk.runtime.values import Tensor
@@ -33,7 +33,7 @@ def configure(p) -> None:
 
 
 def run(args) -> int:
-    program = read_program(args.file)
+    program = load_program(args.file)
     data = Windows.load(args.data)
     core = elaborate_args(args, program)
     t, vocab = check_token_entry(core.view, data)

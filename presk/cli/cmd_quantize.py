@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from presk.cli.programs import add_program_args, bindings, read_program
+from presk.cli.programs import add_program_args, bindings, load_program
 from presk.errors import UsageError
 from presk.ir.types import leaves
 
@@ -17,7 +17,7 @@ def configure(p) -> None:
 def run(args) -> int:
     if not args.list:
         raise UsageError("presk quantize: give --list (integer weights are chosen by --realize)")
-    program = read_program(args.file)
+    program = load_program(args.file)
     t = program.parameter_type(**bindings(args, program))
     if t is None:
         raise UsageError(f"{args.entry} is not a module's function: it has no parameters")

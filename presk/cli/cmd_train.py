@@ -13,7 +13,7 @@ from presk.cli.programs import (
     add_program_args,
     compile_args,
     elaborate_args,
-    read_program,
+    load_program,
 )
 from presk.errors import BindingError, RealizationError, UsageError
 from presk.front.bindings import parse_assignments
@@ -151,7 +151,7 @@ def run(args) -> int:
             "own type; params and quant are for running a trained model",
             code="E7002",
         )
-    program = read_program(args.file)
+    program = load_program(args.file)
     _bind_batch(args, program)
     data = Windows.load(args.data) if args.data else None
     trained = elaborate_args(args, program, train_step=True)

@@ -20,8 +20,8 @@ from presk.errors import IRError, PreskError, source_error
 from presk.fileio import read_text, too_deep, write_atomic
 from presk.ir.context import new_context
 from presk.ir.diagnostics import ir_error
-from presk.ir.pipeline import build_pass_manager
 from presk.passes import registry
+from presk.pipeline import build_pass_manager
 from presk.toolchain import upstream_passes
 
 SPLIT_MARKER = re.compile(r"^// -----.*$", re.MULTILINE)

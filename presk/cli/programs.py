@@ -36,7 +36,7 @@ def add_program_args(p, default_entry: str | None = None) -> None:
     )
 
 
-def read_program(path: str) -> api.Program:
+def load_program(path: str) -> api.Program:
     """The program at FILE, parsed and checked."""
     return api.load_file(path)
 
@@ -54,7 +54,7 @@ def bindings(args, program: api.Program) -> dict:
 
 def elaborate_args(args, program: api.Program | None = None, train_step: bool = False) -> api.Core:
     """The entry the flags name, elaborated (`--remat`), with a training step if asked."""
-    program = program or read_program(args.file)
+    program = program or load_program(args.file)
     remat = getattr(args, "remat", "store")
     return program.elaborate(**bindings(args, program), remat=remat, train_step=train_step)
 

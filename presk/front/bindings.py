@@ -11,9 +11,9 @@ import os
 import re
 from dataclasses import dataclass
 
+from presk.core.program import read_host_program
 from presk.errors import BindingError
 from presk.front import ast
-from presk.ir.program import read_program
 from presk.ir.types import PskType, leaves
 from presk.prims.base import counted
 
@@ -234,7 +234,7 @@ def buffer_bytes(module) -> int:
     """A lower bound on the memory a run of the elaborated entry takes: its arguments (the
     parameters among them) and the largest value any function makes, as the host's
     buffers. Python's integers cannot overflow, so sizes past int64 count exactly."""
-    program = read_program(module)
+    program = read_host_program(module)
     values = [op.type for fn in program.functions.values() for op in fn.ops]
     largest = max(map(_value_bytes, values), default=0)
     return sum(map(_value_bytes, program.entry_function.arg_types)) + largest

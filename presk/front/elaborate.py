@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 import gmpy2
 from mlir import ir
 
+from presk.core.build import FuncBuilder, V
 from presk.errors import BindingError, SourceError, Span, source_error
 from presk.front import ast
 from presk.front.bindings import MAX_SIZE, Entry, check_dims, entry_consts, resolve_entry
 from presk.front.parser import MAX_NESTING
-from presk.ir.build import FuncBuilder, V
 from presk.ir.types import (
     REAL_SCALAR,
     Axis,

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from mlir import ir
 
 from presk.errors import RealizationError
-from presk.ir.core import python_value
+from presk.ir.ops import python_value
 from presk.ir.types import TensorType, alignment, i64_array
 from presk.kernel.builder import KernelBuilder, buffer_tensor
 from presk.kernel.nests import Contraction, accumulate, aligned_index, loops

@@ -15,9 +15,9 @@ from dataclasses import replace
 
 from mlir import ir
 
+from presk.core.build import Builder, V
 from presk.errors import RealizationError
-from presk.ir.build import Builder, V
-from presk.ir.core import psk_type, string_attr, walk_ops
+from presk.ir.ops import psk_type, string_attr, walk_ops
 from presk.kernel.contraction import Epilogue, Layout, read_nest
 from presk.kernel.machine import MACHINES
 from presk.kernel.relayout import contraction_kernel, contraction_kernels, fresh_symbol

@@ -13,7 +13,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import affine
 
-from presk.ir.core import walk_ops
+from presk.ir.ops import walk_ops
 
 PARALLEL = "psk_kernel.parallel"
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from presk.errors import RealizationError
-from presk.ir.core import string_attr, walk_ops
+from presk.ir.ops import string_attr, walk_ops
 from presk.kernel.contraction import Layout, Nest, check, read_nest, space
 from presk.kernel.cost import Target, predict
 from presk.kernel.epilogue import bias_add

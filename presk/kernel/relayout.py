@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from mlir import ir
 
 from presk.errors import RealizationError, UsageError
-from presk.ir.core import python_value, string_attr, walk_ops
+from presk.ir.ops import python_value, string_attr, walk_ops
 from presk.kernel.builder import KernelBuilder
 from presk.kernel.contraction import Epilogue, Layout, build, check, check_rows, read_nest
 from presk.kernel.machine import MACHINES

@@ -13,7 +13,7 @@ from functools import cache
 from mlir import ir
 
 from presk.errors import VerifierError
-from presk.ir.core import psk_type
+from presk.ir.ops import psk_type
 from presk.ir.types import TensorType
 from presk.prims import axes, contraction, elementwise, reduction, rows, values
 from presk.prims.base import Attrs, Prim, TypingError

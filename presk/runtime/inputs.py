@@ -3,8 +3,8 @@ the initializers; an `.npz` (or `.safetensors`) file or the seed."""
 
 from __future__ import annotations
 
+from presk.core.program import HostProgram
 from presk.errors import FileFormatError
-from presk.ir.program import Program
 from presk.ir.types import PskType, TensorType
 from presk.runtime import checkpoint, params_file
 from presk.runtime.arrays_file import open_arrays, read_leaf, refused
@@ -12,12 +12,12 @@ from presk.runtime.synth import entry_arguments, init_params, synth_inputs
 from presk.runtime.values import Tensor, Value, build
 
 
-def param_type(program: Program) -> PskType | None:
+def param_type(program: HostProgram) -> PskType | None:
     fn = program.entry_function
     return fn.arg_types[0] if "psk.module" in program.attrs else None
 
 
-def parameters(program: Program, seed: int, weights: str | None) -> Value | None:
+def parameters(program: HostProgram, seed: int, weights: str | None) -> Value | None:
     """The entry module's parameters: from `weights` if given, else initialised."""
     t = param_type(program)
     if t is None:
@@ -41,7 +41,7 @@ def _from_arrays(path: str, name: str, t: PskType, arrays) -> Value:
     return build(t, make, name)
 
 
-def arguments(program: Program, seed: int, inputs: str | None) -> list[Value]:
+def arguments(program: HostProgram, seed: int, inputs: str | None) -> list[Value]:
     """The entry's arguments (its parameters excluded): from `inputs` (.npz or
     .safetensors, one array a leaf, named by argument name and path) if given, else drawn
     from the seed."""

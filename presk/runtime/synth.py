@@ -12,8 +12,8 @@ import gmpy2
 import numpy as np
 
 from presk.constants import const_value
+from presk.core.program import Function, HostProgram
 from presk.errors import BindingError
-from presk.ir.program import Function, Program
 from presk.ir.types import PskType, TensorType
 from presk.runtime import rng
 from presk.runtime.values import Tensor, Value, build
@@ -66,13 +66,13 @@ def synth_input(name: str, t: PskType, bound: int | None, seed: int) -> Value:
     return build(t, make, name)
 
 
-def entry_arguments(program: Program, fn: Function) -> list[tuple[str, PskType]]:
+def entry_arguments(program: HostProgram, fn: Function) -> list[tuple[str, PskType]]:
     """The entry's arguments a caller gives (its parameter record excluded)."""
     pairs = list(zip(fn.arg_names, fn.arg_types, strict=True))
     return pairs[1:] if "psk.module" in program.attrs else pairs
 
 
-def synth_inputs(program: Program, seed: int) -> dict[str, Value]:
+def synth_inputs(program: HostProgram, seed: int) -> dict[str, Value]:
     fn = program.entry_function
     bounds = program.attrs.get("psk.bounds", {})
     return {n: synth_input(n, t, bounds.get(n), seed) for n, t in entry_arguments(program, fn)}

@@ -22,9 +22,9 @@ from itertools import pairwise
 import numpy as np
 
 from presk.backends.host import CallContext
+from presk.core.program import HostProgram
 from presk.errors import BindingError, FileFormatError, RuntimeDataError
 from presk.fileio import write_atomic
-from presk.ir.program import Program
 from presk.ir.types import REAL_SCALAR, TensorType
 from presk.jsontext import first_violation
 from presk.runtime import checkpoint
@@ -91,7 +91,7 @@ def sci(x: float, digits: int) -> str:
     return f"{mantissa}e{int(exp)}"
 
 
-def check_token_entry(program: Program, data: Windows) -> tuple[TensorType, int]:
+def check_token_entry(program: HostProgram, data: Windows) -> tuple[TensorType, int]:
     """The type of an entry's (tokens, targets) arguments and their vocabulary V, checked
     against the data's windows (E3011, E3010)."""
     arguments = entry_arguments(program, program.entry_function)
@@ -138,7 +138,7 @@ def log_line(row: dict) -> str:
 class Trainer:
     def __init__(
         self,
-        program: Program,
+        program: HostProgram,
         backend,
         *,
         steps: int,
@@ -169,7 +169,7 @@ class Trainer:
             self.token_type, self.vocab = check_token_entry(program, data)
 
     @classmethod
-    def detached(cls, program: Program, backend, steps: int, seed: int, hyper=None) -> Trainer:
+    def detached(cls, program: HostProgram, backend, steps: int, seed: int, hyper=None) -> Trainer:
         """A trainer for single steps, without data, logging or files."""
         return cls(
             program,
@@ -407,7 +407,7 @@ def _step_problem(meta: dict) -> str | None:
 
 
 def first_step(
-    program: Program, backend, params: Value, seed: int = 0, steps: int = 100
+    program: HostProgram, backend, params: Value, seed: int = 0, steps: int = 100
 ) -> tuple[list[Value], CallContext]:
     """The arguments and context of the first call of `train.step` from `params` (moments
     zero) in a run of `steps` steps, without the loop's logging or files: one step to time
@@ -417,7 +417,7 @@ def first_step(
     return args, trainer.context(1)
 
 
-def resume(path: str, program: Program, meta: dict) -> State:
+def resume(path: str, program: HostProgram, meta: dict) -> State:
     """The state a checkpoint holds, refused unless written by this very run's setup."""
     from presk.runtime.inputs import param_type
 

@@ -10,10 +10,10 @@ AdamW step (`adamw.step`): every number of a step is computed by the backend, in
 
 from __future__ import annotations
 
+from presk.core.build import FuncBuilder
+from presk.core.program import read_host_program
 from presk.errors import BindingError
 from presk.front.elaborate import Elaborated
-from presk.ir.build import FuncBuilder
-from presk.ir.program import read_program
 from presk.ir.types import REAL_SCALAR, TupleType
 from presk.passes.psk_vjp import Derivatives
 from presk.stages import core
@@ -39,7 +39,7 @@ def add_train_step(elaborated: Elaborated, remat: str) -> None:
     step = elaborated.instantiate("adamw", "step", [p, p, p, p] + [r] * 6)
     clip = elaborated.instantiate("adamw", "clip", [p, r])
     schedule = elaborated.instantiate("adamw", "schedule", [r] * 4)
-    pair = Derivatives(module, read_program(module), remat).pair(sig.symbol)
+    pair = Derivatives(module, read_host_program(module), remat).pair(sig.symbol)
     data = [(f"x{i}", t) for i, t in enumerate(sig.args)]
     inputs = [("params", p), ("m", p), ("v", p)] + [(h, r) for h in HYPER] + data
     b = FuncBuilder(module, SYMBOL, inputs, SYMBOL)

@@ -17,13 +17,13 @@ import numpy as np
 
 from presk import backends, stages
 from presk.backends.host import CallContext
+from presk.core.program import read_host_program
 from presk.front.bindings import parse_assignments, parse_entry
 from presk.front.check import check_program
 from presk.front.elaborate import elaborate
 from presk.front.parser import parse
 from presk.front.prelude import with_prelude
 from presk.ir.context import new_context
-from presk.ir.program import read_program
 from presk.prims import exact
 from presk.runtime import rng
 from presk.runtime.inputs import arguments, parameters
@@ -158,7 +158,7 @@ def _drawn(params, seed: int):
 
 @cache
 def inputs(case: Case):
-    program = read_program(module_of(case))
+    program = read_host_program(module_of(case))
     params = parameters(program, 0, None)
     if params is not None and case.drawn:
         params = _drawn(params, 0)
@@ -201,7 +201,7 @@ def interleaved(case: Case, machine: str, partials: int):
 def contraction_sites(case: Case, machine: str, fits: Callable) -> list[str]:
     """The sites of the case's contractions in `machine` whose every kernel's nest (a
     presk.kernel.contraction.Nest) `fits`."""
-    from presk.ir.core import string_attr, walk_ops
+    from presk.ir.ops import string_attr, walk_ops
     from presk.kernel.contraction import read_nest
     from presk.kernel.relayout import contraction_kernels
 

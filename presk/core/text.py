@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from mlir import ir
 
-from presk.ir.core import psk_type, site_of, string_attr
+from presk.ir.ops import psk_type, site_of, string_attr
 
 _INLINE = {
     "psk.field",

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from mlir import ir
 
 from presk.errors import Span
-from presk.ir.core import psk_type, python_value, site_of, string_attr
+from presk.ir.ops import psk_type, python_value, site_of, string_attr
 from presk.ir.types import PskType
 from presk.prims import by_op, read_attrs
 from presk.prims.base import Attrs, Prim
@@ -47,7 +47,7 @@ class Function:
 
 
 @dataclass
-class Program:
+class HostProgram:
     functions: dict[str, Function]  # the host functions (kernels are read by their backend)
     entry: str
     attrs: dict = field(default_factory=dict)  # psk.program, psk.dims, psk.params, psk.bounds
@@ -136,7 +136,7 @@ def _read_function(f) -> Function:
     )
 
 
-def read_program(module) -> Program:
+def read_host_program(module) -> HostProgram:
     """Every function of a PSK-Core module (an `ir.Module` or its `builtin.module` op),
     and its entry and module attributes."""
     module_op = module.operation
@@ -153,4 +153,4 @@ def read_program(module) -> Program:
         if named.name.startswith("psk."):
             attrs[named.name] = python_value(named.attr)
     entry = attrs.get("psk.entry") or next(iter(functions))
-    return Program(functions, entry, attrs)
+    return HostProgram(functions, entry, attrs)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from presk.ir.core import psk_type
+from presk.ir.ops import psk_type
 from presk.kernel.weights import Weights
 from presk.runtime.values import build
 
