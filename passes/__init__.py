@@ -23,9 +23,12 @@ from mlir import ir
 from mlir.rewrite import PatternRewriter, RewritePatternSet, walk_and_apply_patterns
 
 from presk.errors import UsageError
+from presk.kernel.contraction import Layout
+from presk.kernel.relayout import relayout
 
-# A rewrite pattern's body: rewrite `op` (erasing it or ops nested in it only through the
-# rewriter) and say whether it did.
+# A rewrite pattern's body: rewrite `op` and say whether it did. It may erase `op` and ops
+# nested in it, and add or move ops just before or in place of it, but must not change an
+# op the walk has yet to visit (one after `op`, or an ancestor).
 Rewrite = Callable[[ir.Operation, PatternRewriter], bool]
 
 
@@ -75,7 +78,8 @@ def apply(roots: Iterable[ir.Operation], patterns: dict[str, Rewrite]) -> bool:
     This is upstream's walk driver, not `apply_patterns_and_fold_greedily`: the greedy
     driver also folds, erases every trivially dead op and simplifies regions, which would
     change kernels and other dialects' ops these passes leave alone (the lit tests check
-    they stay). The walk driver needs no notice of an op a pattern moves or marks.
+    they stay). The walk driver needs no notice of an op a pattern moves, marks or builds
+    with the bindings' own builders, which the Python rewriter has no calls for.
     """
     rewrote = False
 
@@ -98,6 +102,19 @@ def apply(roots: Iterable[ir.Operation], patterns: dict[str, Rewrite]) -> bool:
     for root in roots:
         walk_and_apply_patterns(root, frozen)
     return rewrote
+
+
+@dataclass(frozen=True)
+class LayoutPass(Pass):
+    """A pass moving nests to `change(layout)`: every contraction, or the nest `nest` names."""
+
+    nest: str = ""
+
+    def change(self, layout: Layout) -> Layout:
+        raise NotImplementedError
+
+    def run(self, module) -> None:
+        relayout(module, self.nest, self.change)
 
 
 @cache

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from mlir import ir
 from presk.passes import Pass
 
-from presk.backends.params import parameter_elements
 from presk.core.build import Builder, V
 from presk.errors import UsageError
 from presk.ir.ops import psk_type, python_value, site_of, string_attr, walk_ops
@@ -35,6 +34,7 @@ from presk.kernel.nests import aligned_index, loops
 from presk.kernel.weights import Weights
 from presk.prims import by_op, read_attrs
 from presk.prims.base import Apply
+from presk.reach import parameter_elements
 
 
 @dataclass

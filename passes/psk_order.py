@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from presk.kernel.relayout import LayoutPass
+from presk.passes import LayoutPass
 
 
 @dataclass(frozen=True)

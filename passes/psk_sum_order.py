@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from presk.passes import LayoutPass
+
 from presk.errors import UsageError
-from presk.kernel.relayout import LayoutPass
 
 KINDS = ("blocked", "interleaved")
 

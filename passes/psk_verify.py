@@ -16,6 +16,7 @@ from presk.passes import Pass
 from presk.errors import VerifierError
 from presk.ir.ops import STRUCTURAL_OPS, psk_type, site_of, walk_ops
 from presk.ir.types import RecordType, TensorType, TupleType
+from presk.prims import typing_rule
 
 
 def check_type(t) -> str | None:
@@ -44,8 +45,6 @@ class PskVerify(Pass):
     description = "check PSK-Core's named axes, sites and typing rules (changes nothing)"
 
     def run(self, module) -> None:
-        from presk.prims import typing_rule  # the rule table, one entry per primitive
-
         for func in walk_ops(module, "func.func"):
             self.verify_function(func, typing_rule)
 

@@ -48,8 +48,8 @@ from presk.front.unparse import program as unparse
 from presk.ir.context import new_context
 from presk.ir.types import PskType, TensorType
 from presk.ir.types import leaves as leaf_types
-from presk.kernel.relayout import plan_path
 from presk.kernel.text import kernel_text
+from presk.plans import plan_path
 from presk.runtime import output
 from presk.runtime.arrays_file import read_leaf
 from presk.runtime.inputs import arguments, param_type, parameters

@@ -15,16 +15,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from presk.errors import RealizationError
+from presk.ir.types import leaves
+from presk.kernel.machine import to_storage
 from presk.kernel.weights import Weights
+from presk.prims import exact
 from presk.realize import Quant, Realization
+from presk.runtime.values import Tensor, map_leaves, map_tensors
 
 
 def realized_elements(r: Realization, param_type) -> dict[str, str | Weights]:
     """How kernels read each realized parameter, by path: its type (`bf16`), or for
     integer weights their `Weights` (bits, and the axis the scales are constant along,
     counted from the end)."""
-    from presk.ir.types import leaves
-
     out: dict[str, str | Weights] = dict(r.params)
     for path, t in leaves(param_type) if r.quant else ():
         if path in r.quant:
@@ -40,10 +42,6 @@ def parameter_values(params, r: Realization, native: bool = False):
     values; for the machine backends a typed leaf is a buffer of its type and an integer
     one `Quantized`, which the kernels read as they are. Leaves realized so already are
     kept, so parameters realized once (`presk bench`) cost nothing a call."""
-    from presk.kernel.machine import to_storage
-    from presk.prims import exact
-    from presk.runtime.values import Tensor, map_leaves
-
     if params is None or not (r.params or r.quant):
         return params
 
@@ -156,8 +154,6 @@ def dequantize(ints, scales):
 def machine_args(args: list, program, r: Realization, entry: str | None, convert) -> list:
     """A call's arguments for a machine backend: the entry's realized parameters in their
     own types (or `Quantized`), every other leaf `convert`ed to the kernels' type."""
-    from presk.runtime.values import map_leaves, map_tensors
-
     realized = realized_args(args, program, r, entry, native=True)
     if realized is args:
         return [map_tensors(convert, a) for a in args]

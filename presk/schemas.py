@@ -15,6 +15,7 @@ from functools import cache
 
 from presk.errors import RealizationError
 from presk.jsontext import first_violation
+from presk.kernel.contraction import ORDERS, PACKS, ROW_FORMS
 from presk.kernel.machine import TYPES
 
 PARAM_TYPES = ("f32", "bf16")  # a parameter's type (f64 is every parameter's already)
@@ -105,10 +106,6 @@ REALIZATION = _object(
 
 @cache
 def plan() -> dict:
-    """The plan's schema: a function, as the layout's values live beside its builder,
-    which needs MLIR."""
-    from presk.kernel.contraction import ORDERS, PACKS, ROW_FORMS
-
     depth, workers = _whole(0), _whole(1)
     split = {
         "anyOf": [
@@ -153,12 +150,12 @@ def plan() -> dict:
     )
 
 
-def check(value, schema: dict, file: str) -> None:
-    """Refuse `value` (read from `file`) unless `schema` holds of it: E7001 with the path
-    and message of the first violation."""
+def check(value, schema: dict, file: str, code: str = "E7001") -> None:
+    """Refuse `value` (read from `file`) unless `schema` holds of it: `code` (E7001, an
+    envelope's E7003) with the path and message of the first violation."""
     error = first_violation(value, schema)
     if error is not None:
-        raise RealizationError(_message(error, schema, value, file), code="E7001")
+        raise RealizationError(_message(error, schema, value, file), code=code)
 
 
 def _message(error, schema: dict, document, file: str) -> str:

@@ -19,8 +19,15 @@ from dataclasses import replace
 
 from mlir import ir
 
+from presk import realize as realizations
+from presk.core.program import read_host_program
 from presk.ir.diagnostics import compile_error
+from presk.ir.ops import string_attr, walk_ops
+from presk.ir.types import leaves
 from presk.pipeline import build_pass_manager
+from presk.plans import read_plan
+from presk.quantize import realized_elements
+from presk.runtime.inputs import param_type
 
 REMATS = ("store", "recompute")
 
@@ -47,13 +54,9 @@ def realization(realize, plan: str | None = None):
     """The realization the kernel stage runs: `realize` (a `Realization` or its spelling,
     `f32` or `@R.json`: presk/realize.py), its machine type the plan's if the plan file
     names one and `realize` is uniform."""
-    from presk import realize as realizations
-
     r = realize if isinstance(realize, realizations.Realization) else realizations.read(realize)
     if plan is None:
         return r
-    from presk.kernel.relayout import read_plan
-
     named = read_plan(plan).get("realize")
     if named and r.uniform:
         r = replace(r, default=realizations.read(named).default)
@@ -68,12 +71,10 @@ def kernel(module: ir.Module, realize, plan: str | None = None) -> ir.Module:
     sites are checked against the kernels' (E7001) before any nest moves. Changes `module`
     in place and returns it. Runs `kernel_pipeline` in two parts, the sites checked
     between them."""
-    from presk.realize import check_sites
-
     r = realization(realize, plan)
     realize_attributes(module, r)
     run_pipeline(_module_pipeline(_lowering(r)), module)
-    check_sites(r, launch_sites(module), "kernel")
+    realizations.check_sites(r, launch_sites(module), "kernel")
     layouts = _layouts(r, plan)
     if layouts:
         run_pipeline(_module_pipeline(layouts), module)
@@ -120,8 +121,6 @@ def _option(value: str) -> str:
 
 def launch_sites(module: ir.Module) -> list[str]:
     """The sites of a kernel-stage module's launches, sorted."""
-    from presk.ir.ops import string_attr, walk_ops
-
     return sorted(
         {string_attr(op, "psk.site") for op in walk_ops(module.operation, "psk_kernel.launch")}
     )
@@ -133,15 +132,9 @@ def realize_attributes(module: ir.Module, realize) -> None:
     `psk_kernel.params` (`{"<path>" = "bf16"}`, integer weights `{"<path>" = {bits = 8 :
     i64, over = -2 : i64, scheme = "absmax"}}`), built as typed attributes that
     psk-lower-to-kernel reads back; the parameters it names checked (E7001)."""
-    from presk import realize as realizations
-
     r = realization(realize)
     params = {}
     if r.params or r.quant:
-        from presk.core.program import read_host_program
-        from presk.quantize import realized_elements
-        from presk.runtime.inputs import param_type
-
         program = read_host_program(module)
         realizations.check_paths(r, parameter_paths(program))
         params = realized_elements(r, param_type(program))
@@ -164,9 +157,6 @@ def _parameter_attr(path: str, element, r) -> ir.Attribute:
 
 def parameter_paths(program) -> list[str]:
     """The dotted paths of a program's parameters (none if its entry has none)."""
-    from presk.ir.types import leaves
-    from presk.runtime.inputs import param_type
-
     t = param_type(program)
     return [p for p, _ in leaves(t)] if t is not None else []
 

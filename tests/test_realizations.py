@@ -212,7 +212,7 @@ def test_typed_and_integer_weights_in_f64_and_bf16_kernels(backend, default):
 def test_a_kernel_shared_by_parameters_of_two_types_reads_its_own():
     from presk import stages
     from presk.ir.ops import string_attr, walk_ops
-    from presk.kernel.builder import buffer_tensor
+    from presk.kernel.machine import buffer_tensor
     from presk.realize import Realization
 
     module = stages.kernel(module_of(MINIGPT), Realization("f32", params=PARAMS, spelling="m"))

@@ -1,16 +1,21 @@
 """Executors behind one seam: each takes runtime values and gives runtime values.
 
 `make(name, module, …)` gives the backend called `name` for a PSK-Core module (its
-derivatives expanded); every backend has `name` and `call(args, ctx, entry=None)`.
+derivatives expanded); every backend has `name` and `call(args, ctx, entry=None)`. Each
+backend's module is imported only when it is made: the reference needs neither the kernel
+evaluator nor the ExecutionEngine.
 """
 
 from __future__ import annotations
 
+from presk import realize as realizations
+from presk import stages
+from presk.core.program import read_host_program
 from presk.errors import UsageError
-from presk.kernel.machine import TYPES
+from presk.kernel.machine import MACHINES
+from presk.toolchain import default_threads, vector_bytes
 
 BACKENDS = ("interp", "kernel", "mlir")
-REALIZATIONS = TYPES
 
 
 def make(
@@ -26,10 +31,6 @@ def make(
     presk/realize.py); `threads` the mlir backend's (default: `toolchain.default_threads()`);
     `plan` a plan file whose realization (if it has one) replaces a uniform `realize` and
     whose layouts move the nests it names."""
-    from presk import realize as realizations
-    from presk import stages
-    from presk.core.program import read_host_program
-
     if name not in BACKENDS:
         raise UsageError(f"unknown backend {name!r} (backends: {', '.join(BACKENDS)})")
     r = stages.realization(realize, plan if name != "interp" else None)
@@ -39,8 +40,6 @@ def make(
         program = read_host_program(module)
         realizations.check_paths(r, stages.parameter_paths(program))
         return Interpreter(program, bits, r)
-    from presk.kernel.machine import MACHINES
-
     stages.kernel(module, r, plan)
     machine = MACHINES[r.default]
     if name == "kernel":
@@ -48,7 +47,6 @@ def make(
 
         return KernelBackend(read_host_program(module), module, machine, r)
     from presk.backends.mlir import MlirBackend
-    from presk.toolchain import default_threads, vector_bytes
 
     stages.affine(module, vector_bytes())
     return MlirBackend(read_host_program(module), module, machine, r, threads or default_threads())

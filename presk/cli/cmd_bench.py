@@ -27,7 +27,7 @@ from presk.errors import RealizationError, UsageError
 from presk.ir.ops import string_attr, walk_ops
 from presk.kernel.contraction import Layout, check, read_nest
 from presk.kernel.cost import Target, milliseconds, predict
-from presk.kernel.machine import MACHINES
+from presk.kernel.machine import MACHINES, TYPES
 from presk.kernel.planner import candidates, choose, plan_entry
 from presk.kernel.relayout import contraction_kernels
 from presk.toolchain import check_threads
@@ -239,7 +239,7 @@ def _json(rows: list[Row], args) -> str:
 
 def _sweep(args) -> int:
     """Every point of one nest's layout space, timed on the mlir backend."""
-    realize = _listed(args.realize, backends.REALIZATIONS, "--realize")[0]
+    realize = _listed(args.realize, TYPES, "--realize")[0]
     threads = check_threads(args.threads) if args.threads is not None else None
     program = load_program(args.file)
 

@@ -5,16 +5,16 @@ from __future__ import annotations
 import json
 import sys
 
-from presk.backends import REALIZATIONS
 from presk.cli.programs import add_program_args, elaborate_args
 from presk.fileio import write_atomic
 from presk.kernel.cost import Target, milliseconds
+from presk.kernel.machine import TYPES
 from presk.kernel.planner import choose, plan_entry
 
 
 def configure(p) -> None:
     add_program_args(p)
-    p.add_argument("--realize", choices=REALIZATIONS, default="f64", help="the machine type")
+    p.add_argument("--realize", choices=TYPES, default="f64", help="the machine type")
     p.add_argument("--train-step", action="store_true", help="plan one training step of the entry")
     p.add_argument("--out", metavar="P.json", help="write the plan there (default: stdout)")
 

@@ -7,7 +7,7 @@ from presk import api, backends
 from presk.api import MAX_BITS
 from presk.cli.common import whole_number
 from presk.front.bindings import missing_entry, parse_assignments
-from presk.kernel.relayout import plan_path
+from presk.plans import plan_path
 from presk.stages import REMATS
 from presk.toolchain import check_threads
 

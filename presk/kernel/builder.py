@@ -19,7 +19,7 @@ from mlir.dialects import arith, func, scf, vector
 from mlir.dialects import math as mmath
 
 from presk.constants import const_value
-from presk.ir.types import Axis, TensorType, parse_mlir_type
+from presk.ir.types import Axis, TensorType
 from presk.kernel.machine import Machine, storage_of
 from presk.kernel.weights import Weights, dequantized, quant_attr
 
@@ -43,13 +43,6 @@ def _like(x: ir.Value, element: str) -> ir.Type:
     """The type of `x` (a scalar or a vector) with another element type."""
     t = ir.Type.parse(element)
     return ir.VectorType.get(x.type.shape, t) if isinstance(x.type, ir.VectorType) else t
-
-
-def buffer_tensor(t: ir.Type) -> tuple[str, TensorType]:
-    """(element type, the PSK tensor type with its axis names) of a buffer type."""
-    text = str(t)
-    element = text.split("<", 1)[1].split(",", 1)[0].strip()
-    return element, parse_mlir_type("!psk.real<" + text.split(",", 1)[1])
 
 
 def rounded(text: str, arith_name: str) -> float:

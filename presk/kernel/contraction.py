@@ -31,7 +31,8 @@ from mlir import ir
 from presk.errors import RealizationError
 from presk.ir.ops import python_value
 from presk.ir.types import TensorType, alignment, i64_array
-from presk.kernel.builder import KernelBuilder, buffer_tensor
+from presk.kernel.builder import KernelBuilder
+from presk.kernel.machine import buffer_tensor
 from presk.kernel.nests import Contraction, accumulate, aligned_index, loops
 from presk.toolchain import default_threads
 

@@ -15,8 +15,8 @@ from dataclasses import replace
 
 from mlir import ir
 
-from presk.core.build import Builder, V
 from presk.errors import RealizationError
+from presk.ir.build import OpBuilder, V
 from presk.ir.ops import psk_type, string_attr, walk_ops
 from presk.kernel.contraction import Epilogue, Layout, read_nest
 from presk.kernel.machine import MACHINES
@@ -112,7 +112,7 @@ def _fold(module, first, second, bias, kernel) -> None:
     epilogue = Epilogue(len(buffers) - 2, bias_buffer[1])
     contraction_kernel(kernel, symbol, machine, buffers, nest, kind, layout, epilogue)
     operands = [v for v, _ in _tuple_items(first.operands[0])] + [bias]
-    b = Builder(second.context, ir.InsertionPoint(second), "", second.location)
+    b = OpBuilder(second.context, ir.InsertionPoint(second), "", second.location)
     packed = b.tuple([V(v, psk_type(v)) for v in operands])
     with second.context:
         attrs = {

@@ -14,7 +14,7 @@ import ml_dtypes
 import numpy as np
 from mlir import ir
 
-from presk.ir.types import TensorType
+from presk.ir.types import TensorType, parse_mlir_type
 
 
 @dataclass(frozen=True)
@@ -67,3 +67,10 @@ def to_storage(data: np.ndarray, element: str) -> np.ndarray:
     if data.dtype == object:  # exact reals, rounded once
         data = np.vectorize(float, otypes=[np.float64])(data)
     return data.astype(dtype)
+
+
+def buffer_tensor(t: ir.Type) -> tuple[str, TensorType]:
+    """(element type, the PSK tensor type with its axis names) of a buffer type."""
+    text = str(t)
+    element = text.split("<", 1)[1].split(",", 1)[0].strip()
+    return element, parse_mlir_type("!psk.real<" + text.split(",", 1)[1])

@@ -5,54 +5,25 @@ A layout pass changes one field of the `Layout` of the contraction kernels it is
 the new point (E7002) and builds the kernel again at it with the one builder of
 presk/kernel/contraction.py. A kernel that several launches share is copied first when
 only some of them are moved. Runs at the kernel stage.
-
-A plan (`--plan @P.json`) is a realization and a layout for each nest it names:
-
-    {"realize": "f32",
-     "layout": {"Linear.apply/%0": {"form": "tiled", "tile": [4, 16], "kblock": 128,
-                                     "order": "IJK", "lanes": 8, "pack": "b",
-                                     "split": [0, 2]}}}
-
-Fields a nest's entry leaves out keep the kernel's default; a split is `[depth, workers]`
-or `{"depth": d, "workers": p}`, and `"split": "none"` keeps the nest on one worker;
-`"epilogue": true` folds the bias add after the nest into its kernel
-(presk/kernel/epilogue.py). presk/schemas.py holds the plan's schema.
+Plans, which name a layout for each nest, are presk/plans.py.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from mlir import ir
 
-from presk.errors import RealizationError, UsageError
+from presk.errors import RealizationError
 from presk.ir.ops import python_value, string_attr, walk_ops
 from presk.kernel.builder import KernelBuilder
 from presk.kernel.contraction import Epilogue, Layout, build, check, check_rows, read_nest
 from presk.kernel.machine import MACHINES
+from presk.kernel.rows import softmax_nest
 from presk.kernel.weights import kernel_buffers
-from presk.passes import Pass
-from presk.prims.base import Apply
-from presk.prims.rows import softmax_nest
-from presk.realize import read_json
-from presk.schemas import plan
 
 _KEPT = ("psk_kernel.ops", "psk_kernel.contraction", "psk_kernel.rows")
-
-
-@dataclass(frozen=True)
-class LayoutPass(Pass):
-    """A pass moving nests to `change(layout)`: every contraction, or the nest `nest` names."""
-
-    nest: str = ""
-
-    def change(self, layout: Layout) -> Layout:
-        raise NotImplementedError
-
-    def run(self, module) -> None:
-        relayout(module, self.nest, self.change)
 
 
 def contraction_kernels(module) -> dict[str, ir.Operation]:
@@ -147,8 +118,7 @@ def rebuild(f: ir.Operation, change: Callable[[Layout], Layout]) -> None:
         check_rows(layout, buffers[-1][1].rank - 1)
         kb = _builder(f, string_attr(f, "sym_name"), "softmax", machine, buffers)
         axis = python_value(f.attributes["psk_kernel.rows"])["axis"]
-        ap = Apply({"axis": axis}, [t for _, t in buffers[:-1]], buffers[-1][1], "")
-        softmax_nest(kb, ap, layout.form)
+        softmax_nest(kb, [t for _, t in buffers[:-1]], axis, layout.form)
         new = _finish(kb, f, layout)
     new.move_before(f)
     f.erase()
@@ -198,53 +168,3 @@ def _finish(kb: KernelBuilder, template, layout: Layout) -> ir.Operation:
                 kb.func.attributes[name] = template.attributes[name]
         kb.func.attributes["psk_kernel.layout"] = layout.attr()
     return kb.func.operation
-
-
-# ---- plans ----
-def read_plan(path: str) -> dict:
-    """A plan file, checked against its schema (presk/schemas.py; E7001 names the field)."""
-
-    return read_json(path, plan())
-
-
-def layout_change(entry: dict) -> Callable[[Layout], Layout]:
-    """The change a plan's entry for a nest (checked by its schema) makes to a layout."""
-    values = {k: v for k, v in entry.items() if k != "epilogue"}  # apply_plan folds it
-    if "tile" in values:
-        values["tile"] = tuple(values["tile"])
-    if "split" in values:
-        values["split"] = split_of(values["split"])
-    return lambda layout: replace(layout, **values)
-
-
-def split_of(split) -> tuple[int, int] | None:
-    """A plan's split: "none", [depth, workers] or {"depth": d, "workers": p}."""
-    if split == "none":
-        return None
-    if isinstance(split, dict):
-        return (split["depth"], split["workers"])
-    return tuple(split)
-
-
-def apply_plan(module, plan: dict, path: str = "plan") -> None:
-    lowered = string_attr(module, "psk_kernel.type")
-    if "realize" in plan and plan["realize"] != lowered:
-        raise RealizationError(
-            f"{path}: the plan realizes {plan['realize']}, the kernels are {lowered}",
-            code="E7001",
-        )
-    from presk.kernel.epilogue import fold_epilogues
-
-    for nest, entry in plan.get("layout", {}).items():
-        change = layout_change(entry)
-        if entry.get("epilogue"):
-            fold_epilogues(module, nest)
-        relayout(module, nest, change)
-
-
-def plan_path(arg: str) -> str:
-    """`@P.json` (the seed's spelling) or a bare path."""
-    path = arg[1:] if arg.startswith("@") else arg
-    if not os.path.exists(path):
-        raise UsageError(f"cannot read plan {path}: no such file", code="E0002")
-    return path

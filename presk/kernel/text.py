@@ -18,7 +18,7 @@ import math
 
 from mlir import ir
 
-from presk.kernel.builder import buffer_tensor
+from presk.kernel.machine import buffer_tensor
 
 _BINARY = {
     "arith.addf": "+",

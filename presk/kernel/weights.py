@@ -21,6 +21,7 @@ from mlir.dialects import arith, vector
 
 from presk.errors import RealizationError
 from presk.ir.types import Axis, TensorType
+from presk.kernel.machine import buffer_tensor
 
 
 @dataclass(frozen=True)
@@ -62,8 +63,6 @@ def kernel_buffers(f) -> list[tuple[str | Weights, TensorType]]:
     """A kernel's buffers as its builder was given them: (element, type) of each input,
     then of the output; integer weights as their `Weights` and the weight's type, their
     scale buffers left out."""
-    from presk.kernel.builder import buffer_tensor
-
     args = [buffer_tensor(a.type) for a in f.regions[0].blocks[0].arguments]
     quant = quant_inputs(f)
     for i, (weights, extent) in quant.items():

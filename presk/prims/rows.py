@@ -19,7 +19,8 @@ from mlir import ir
 from presk.errors import RuntimeDataError
 from presk.ir.types import Axis, TensorType
 from presk.kernel.contraction import Layout
-from presk.kernel.nests import accumulate, aligned_index, loops
+from presk.kernel.nests import loops
+from presk.kernel.rows import row_kernel, row_max_and_exp_sum, softmax_nest
 from presk.prims import exact
 from presk.prims.base import (
     Apply,
@@ -203,38 +204,6 @@ def _embed_vjp(e, ins, out, ct, need):
 # ---- kernels: one row at a time, the other axes parallel -----------------------------
 
 
-def _row_kernel(kb, ap: Apply, body) -> None:
-    """`body(o, load, j_size)` once a row of the first operand along `axis`; load(i, j)
-    reads operand i at the row's element j (the mask aligned to the logits)."""
-    x, axis = ap.in_types[0], ap.attrs["axis"]
-    rest = [i for i in range(x.rank) if i != axis]
-
-    def at(o, j):
-        idx = [None] * x.rank
-        for i, v in zip(rest, o, strict=True):
-            idx[i] = v
-        idx[axis] = j
-        return idx
-
-    with loops(kb, [x.axes[i].size for i in rest]) as o:
-        body(o, at, x.axes[axis].size)
-
-
-def _row_max(kb, n, value, allowed=None):
-    """The row's maximum: from its first element (or -inf with a mask, over the allowed
-    positions), each larger element taking its place."""
-    start = kb.const("-inf") if allowed else value(kb.index_const(0))
-
-    def step(j, acc):
-        v = value(j[0])
-        take = kb.cmp("ogt", v, acc[0])
-        if allowed:
-            take = kb.both(allowed(j[0]), take)
-        return [kb.select(take, v, acc[0])]
-
-    return accumulate(kb, [n], [start], step)[0]
-
-
 def _softmax_kernel(kb, ap: Apply) -> None:
     layout = Layout(form="three-pass")
     with kb.ctx:  # what the layout passes need to build the nest again
@@ -242,77 +211,25 @@ def _softmax_kernel(kb, ap: Apply) -> None:
         kb.func.attributes["psk_kernel.rows"] = ir.Attribute.parse(
             f"{{axis = {ap.attrs['axis']} : i64}}"
         )
-    softmax_nest(kb, ap, layout.form)
-
-
-def softmax_nest(kb, ap: Apply, form: str) -> None:
-    """softmax's nest in one of its forms, both exact: `three-pass` (the maximum, Σ exp(x −
-    m), then exp(x − m) / s, the exponentials computed again) or `two-pass` (the maximum,
-    then each exp(x − m) computed once, kept in a scratch row while summed, and divided)."""
-    masked = len(ap.in_types) == 2
-    mask_t = ap.in_types[1] if masked else None
-
-    def row(o, at, n):
-        def value(j):
-            return kb.load(0, at(o, j))
-
-        def allowed(j):
-            return kb.truthy(kb.load(1, aligned_index(mask_t, ap.in_types[0], at(o, j))))
-
-        m = _row_max(kb, n, value, allowed if masked else None)
-
-        def term(j):
-            e = kb.call("exp", kb.sub(value(j), m))
-            return kb.select(allowed(j), e, kb.const("0")) if masked else e
-
-        if form == "two-pass":
-            kept = kb.scratch([n])
-
-            def step(j, acc):
-                e = term(j[0])
-                kb.store(e, [j[0]], kept)
-                return [kb.add(acc[0], e)]
-
-            s = accumulate(kb, [n], [kb.const("0")], step)[0]
-            with kb.loop(n) as j:
-                kb.store(kb.div(kb.load(kept, [j]), s), at(o, j))
-            return
-        s = accumulate(kb, [n], [kb.const("0")], lambda j, acc: [kb.add(acc[0], term(j[0]))])[0]
-        with kb.loop(n) as j:
-            kb.store(kb.div(term(j), s), at(o, j))
-
-    _row_kernel(kb, ap, row)
-
-
-def _row_max_and_exp_sum(kb, n, value):
-    """(m, Σ exp(x − m)) of a row, the sum in increasing j: what cross_entropy and its
-    derivative share."""
-    m = _row_max(kb, n, value)
-    s = accumulate(
-        kb,
-        [n],
-        [kb.const("0")],
-        lambda j, acc: [kb.add(acc[0], kb.call("exp", kb.sub(value(j[0]), m)))],
-    )[0]
-    return m, s
+    softmax_nest(kb, ap.in_types, ap.attrs["axis"], layout.form)
 
 
 def _cross_entropy_kernel(kb, ap: Apply) -> None:
     # log Σ exp(x − m) − (x_t − m)
     def row(o, at, n):
         value = lambda j: kb.load(0, at(o, j))  # noqa: E731
-        m, s = _row_max_and_exp_sum(kb, n, value)
+        m, s = row_max_and_exp_sum(kb, n, value)
         xt = value(kb.to_index(kb.load(1, o)))
         kb.store(kb.sub(kb.call("log", s), kb.sub(xt, m)), o)
 
-    _row_kernel(kb, ap, row)
+    row_kernel(kb, ap.in_types[0], ap.attrs["axis"], row)
 
 
 def _ce_vjp_kernel(kb, ap: Apply) -> None:
     # (exp(x − m) / s − [j = t]) · ct
     def row(o, at, n):
         value = lambda j: kb.load(0, at(o, j))  # noqa: E731
-        m, s = _row_max_and_exp_sum(kb, n, value)
+        m, s = row_max_and_exp_sum(kb, n, value)
         t = kb.load(1, o)
         ct = kb.load(2, o)
         with kb.loop(n) as j:
@@ -320,7 +237,7 @@ def _ce_vjp_kernel(kb, ap: Apply) -> None:
             d = kb.select(kb.icmp("eq", kb.to_i64(j), t), kb.sub(p, kb.const("1")), p)
             kb.store(kb.mul(d, ct), at(o, j))
 
-    _row_kernel(kb, ap, row)
+    row_kernel(kb, ap.in_types[0], ap.attrs["axis"], row)
 
 
 def _embed_kernel(kb, ap: Apply) -> None:

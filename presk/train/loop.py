@@ -28,6 +28,7 @@ from presk.fileio import write_atomic
 from presk.ir.types import REAL_SCALAR, TensorType
 from presk.jsontext import first_violation
 from presk.runtime import checkpoint
+from presk.runtime.inputs import param_type
 from presk.runtime.synth import entry_arguments, synth_input
 from presk.runtime.values import Tensor, Value, map_tensors
 from presk.schemas import REALIZATION
@@ -419,8 +420,6 @@ def first_step(
 
 def resume(path: str, program: HostProgram, meta: dict) -> State:
     """The state a checkpoint holds, refused unless written by this very run's setup."""
-    from presk.runtime.inputs import param_type
-
     t = param_type(program)
     params, c = checkpoint.load(path, t)
     check_training_meta(path, c.meta)

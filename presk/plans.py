@@ -1,0 +1,60 @@
+"""Plans: a layout for each contraction nest, read from `--plan @P.json`.
+
+A plan (`--plan @P.json`) is a realization and a layout for each nest it names:
+
+    {"realize": "f32",
+     "layout": {"Linear.apply/%0": {"form": "tiled", "tile": [4, 16], "kblock": 128,
+                                     "order": "IJK", "lanes": 8, "pack": "b",
+                                     "split": [0, 2]}}}
+
+Fields a nest's entry leaves out keep the kernel's default; a split is `[depth, workers]`
+or `{"depth": d, "workers": p}`, and `"split": "none"` keeps the nest on one worker;
+`"epilogue": true` folds the bias add after the nest into its kernel
+(presk/kernel/epilogue.py). presk/schemas.py holds the plan's schema.
+
+psk-plan (passes/psk_plan.py) applies a plan; the cost model writes one (presk/kernel/planner.py).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import replace
+
+from presk.errors import UsageError
+from presk.kernel.contraction import Layout
+from presk.realize import read_json
+from presk.schemas import plan
+
+
+def read_plan(path: str) -> dict:
+    """A plan file, checked against its schema (presk/schemas.py; E7001 names the field)."""
+
+    return read_json(path, plan())
+
+
+def layout_change(entry: dict) -> Callable[[Layout], Layout]:
+    """The change a plan's entry for a nest (checked by its schema) makes to a layout."""
+    values = {k: v for k, v in entry.items() if k != "epilogue"}  # apply_plan folds it
+    if "tile" in values:
+        values["tile"] = tuple(values["tile"])
+    if "split" in values:
+        values["split"] = split_of(values["split"])
+    return lambda layout: replace(layout, **values)
+
+
+def split_of(split) -> tuple[int, int] | None:
+    """A plan's split: "none", [depth, workers] or {"depth": d, "workers": p}."""
+    if split == "none":
+        return None
+    if isinstance(split, dict):
+        return (split["depth"], split["workers"])
+    return tuple(split)
+
+
+def plan_path(arg: str) -> str:
+    """`@P.json` (the seed's spelling) or a bare path."""
+    path = arg[1:] if arg.startswith("@") else arg
+    if not os.path.exists(path):
+        raise UsageError(f"cannot read plan {path}: no such file", code="E0002")
+    return path

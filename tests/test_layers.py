@@ -1,0 +1,112 @@
+"""presk's packages form layers, each importing only those below it (docs/architecture.md,
+"Layers"); the test reads every import statement of presk and its passes, those inside
+functions included, so an import moved into a function cannot hide a cycle."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+# Bottom to top. A module may import its own layer and those below it.
+LAYERS: list[tuple[str, ...]] = [
+    ("presk.errors", "presk.fileio", "presk.jsontext", "presk.constants", "presk.toolchain"),
+    ("presk.ir",),
+    ("presk.kernel",),
+    ("presk.schemas", "presk.realize", "presk.plans"),
+    ("presk.prims",),
+    ("presk.core",),
+    ("presk.front",),
+    ("presk.runtime",),
+    ("presk.quantize", "presk.reach"),
+    ("presk.passes",),
+    ("presk.pipeline", "presk.stages"),
+    ("presk.backends",),
+    ("presk.train",),
+    ("presk.api",),
+    ("presk.precision",),
+    ("presk.cli",),
+]
+RANK = {unit: rank for rank, units in enumerate(LAYERS) for unit in units}
+
+# Imports inside functions that load a module only when it is needed, none of them to
+# break a cycle: the package's facade (`presk.load` without loading MLIR), the CLI's
+# commands (each imported when chosen), and the backend a run asks for.
+LAZY = {"presk/__init__.py", "presk/cli/main.py", "presk/backends/__init__.py"}
+
+
+def sources() -> dict[str, Path]:
+    """Every module of presk by dotted name (passes/ is installed as presk.passes)."""
+    found = {}
+    for root, package in (("presk", "presk"), ("passes", "presk.passes")):
+        for path in sorted((REPO / root).rglob("*.py")):
+            parts = path.relative_to(REPO / root).with_suffix("").parts
+            parts = parts[:-1] if parts[-1] == "__init__" else parts
+            found[".".join((package, *parts))] = path
+    return found
+
+
+def unit(module: str) -> str | None:
+    """The layer unit a module belongs to: `presk.X` for a package or a top module."""
+    parts = module.split(".")
+    if parts[0] != "presk" or len(parts) == 1:
+        return None
+    return ".".join(parts[:2])
+
+
+def imports(path: Path) -> list[tuple[str, int, bool]]:
+    """(module imported, line, inside a function) for each import of presk in `path`."""
+    tree = ast.parse(path.read_text(), str(path))
+    found = []
+
+    def visit(node: ast.AST, nested: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner = nested or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef)
+            if isinstance(child, ast.Import):
+                found.extend((a.name, child.lineno, inner) for a in child.names)
+            elif isinstance(child, ast.ImportFrom) and child.level == 0 and child.module:
+                if child.module == "presk":  # `from presk import stages`: the submodules
+                    found.extend((f"presk.{a.name}", child.lineno, inner) for a in child.names)
+                else:
+                    found.append((child.module, child.lineno, inner))
+            visit(child, inner)
+
+    visit(tree, False)
+    return [(m, line, inner) for m, line, inner in found if m.startswith("presk")]
+
+
+MODULES = sources()
+
+
+def test_every_unit_has_a_layer():
+    missing = {unit(m) for m in MODULES} - set(RANK) - {None}
+    assert not missing, f"packages with no layer in LAYERS: {sorted(missing)}"
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_imports_only_below(module):
+    here = unit(module)
+    if here is None:
+        pytest.skip("the package's facade imports its API lazily")
+    upward = [
+        f"{MODULES[module].relative_to(REPO)}:{line} imports {target}"
+        for target, line, _ in imports(MODULES[module])
+        if unit(target) in RANK and RANK[unit(target)] > RANK[here]
+    ]
+    assert not upward, "\n".join(upward)
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_import_inside_a_function(module):
+    path = MODULES[module]
+    if path.relative_to(REPO).as_posix() in LAZY:
+        pytest.skip("imports what it runs on demand")
+    inner = [
+        f"{path.relative_to(REPO)}:{line} imports {target} inside a function"
+        for target, line, nested in imports(path)
+        if nested
+    ]
+    assert not inner, "\n".join(inner)
