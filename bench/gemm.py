@@ -25,20 +25,13 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from presk import backends, stages  # noqa: E402
-from presk.backends.host import CallContext  # noqa: E402
-from presk.core.program import read_host_program  # noqa: E402
-from presk.front.bindings import parse_entry  # noqa: E402
-from presk.front.check import check_program  # noqa: E402
-from presk.front.elaborate import elaborate  # noqa: E402
-from presk.front.parser import parse  # noqa: E402
-from presk.ir.context import new_context  # noqa: E402
+import presk  # noqa: E402
 from presk.kernel.contraction import Layout, check, read_nest  # noqa: E402
 from presk.kernel.cost import Target, predict  # noqa: E402
 from presk.kernel.machine import MACHINES  # noqa: E402
 from presk.kernel.planner import candidates, plan_entry  # noqa: E402
 from presk.kernel.relayout import contraction_kernels  # noqa: E402
-from presk.runtime.values import Tensor  # noqa: E402
+from presk.timing import timed  # noqa: E402
 
 PROGRAM = """
 dim M, K, N
@@ -49,11 +42,8 @@ fn gemm(a : ℝ[M, K], b : ℝ[K, N]) -> ℝ[M, N] {
 SITE = "gemm/%0"
 
 
-def module(n: int):
-    program = parse(PROGRAM, "gemm.psk")
-    check_program(program)
-    e = elaborate(program, parse_entry("gemm"), {"M": n, "K": n, "N": n}, {}, new_context())
-    return stages.core(e.module)
+def core(n: int) -> presk.Core:
+    return presk.load(PROGRAM).elaborate("gemm", dims={"M": n, "K": n, "N": n})
 
 
 def sweep_points(width: int, workers: int) -> list[Layout]:
@@ -76,12 +66,8 @@ def gflops(n: int, seconds: float) -> float:
 
 
 def best_of(call, repeat: int) -> float:
-    runs = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        call()
-        runs.append(time.perf_counter() - start)
-    return min(runs)
+    """The fastest of `repeat` calls after a warm-up, in seconds."""
+    return min(timed(call, repeat)) / 1e3
 
 
 def main() -> int:
@@ -102,9 +88,8 @@ def main() -> int:
             a = rng.standard_normal((n, n)).astype(dtype)
             b = rng.standard_normal((n, n)).astype(dtype)
             peer = gflops(n, best_of(lambda a=a, b=b: a @ b, args.repeat))
-            base = module(n)
-            stages.kernel(base, t)
-            nest, _ = read_nest(next(iter(contraction_kernels(base.operation).values())))
+            kernels = core(n).lower(t).module
+            nest, _ = read_nest(next(iter(contraction_kernels(kernels.operation).values())))
             element = MACHINES[t].arith.itemsize
             points = [
                 p
@@ -117,7 +102,7 @@ def main() -> int:
             results = []
             reference = None
             for layout in points:
-                out, seconds = run(n, t, layout, a, b, args)
+                out, seconds = run(n, t, layout, args)
                 bits = np.asarray(out).view(np.uint8)
                 reference = bits if reference is None else reference
                 assert np.array_equal(bits, reference), f"{layout} changed the bits"
@@ -146,19 +131,15 @@ def _fits(nest, layout, machine) -> bool:
         return False
 
 
-def run(n: int, t: str, layout: Layout, a, b, args):
+def run(n: int, t: str, layout: Layout, args):
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump({"realize": t, "layout": {SITE: plan_entry(layout)}}, f)
     try:
-        m = module(n)
-        backend = backends.make("mlir", m, realize=t, threads=args.threads, plan=f.name)
+        gemm = core(n).lower(t, plan=f.name).compile("mlir", threads=args.threads)
     finally:
         os.unlink(f.name)
-    types = read_host_program(m).entry_function.arg_types
-    call_args = [Tensor(types[0], a), Tensor(types[1], b)]
-    out = backend.call(call_args, CallContext())
-    seconds = best_of(lambda: backend.call(call_args, CallContext()), args.repeat)
-    return np.asarray(out.data), seconds
+    call = gemm.drawn(seed=0)  # the inputs converted once: only the kernels are timed
+    return np.asarray(call().data), best_of(call, args.repeat)
 
 
 if __name__ == "__main__":

@@ -26,10 +26,10 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 import presk  # noqa: E402
-from presk.cli.cmd_bench import _timed  # noqa: E402
 from presk.kernel.cost import Target  # noqa: E402
 from presk.kernel.planner import choose, plan_entry  # noqa: E402
 from presk.realize import Quant, Realization  # noqa: E402
+from presk.timing import timed  # noqa: E402
 
 WEIGHTS = {
     "f32": Realization("f32", spelling="f32"),
@@ -39,7 +39,7 @@ WEIGHTS = {
 
 
 def _median_ms(call, repeat: int) -> float:
-    return statistics.median(_timed(call, repeat))
+    return statistics.median(timed(call, repeat))
 
 
 def _plan(core, realization) -> str:

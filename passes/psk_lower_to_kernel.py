@@ -98,7 +98,7 @@ class Lowering:
     def element(self, v, machine: Machine) -> str | Weights:
         """The element type a kernel in `machine` reads `v` in: the type the launch that
         made it stored it, or a realized parameter's (`bf16`, or `Weights`:
-        presk/backends/params.py), read through widening, rounding or dequantising loads
+        presk/reach.py), read through widening, rounding or dequantising loads
         with no copy; else the kernel's own (the host converts at its edge)."""
         return self.produced.get(v) or self.params.get(v) or storage_of(psk_type(v), machine)
 

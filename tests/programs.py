@@ -26,18 +26,9 @@ def entries() -> list[tuple[Path, list[str]]]:
 
 def program_of(path: Path | str, entry: str, dims: dict[str, int] | None = None, consts=None):
     """The entry of a program elaborated and read for the executors."""
-    from presk.core.program import read_host_program
-    from presk.front.bindings import parse_entry
-    from presk.front.check import check_program
-    from presk.front.elaborate import elaborate
-    from presk.front.parser import parse
-    from presk.ir.context import new_context
+    import presk
 
-    path = Path(path)
-    prog = parse(path.read_text(), str(path))
-    check_program(prog)
-    e = elaborate(prog, parse_entry(entry), dims or {}, consts or {}, new_context())
-    return read_host_program(e.module)
+    return presk.load(Path(path)).elaborate(entry, dims, consts).view
 
 
 def reference_run(program, bits: int = 256, seed: int = 0, training: bool = False, step: int = 0):

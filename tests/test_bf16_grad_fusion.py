@@ -8,20 +8,15 @@ import numpy as np
 import pytest
 from programs import REPO
 
+import presk
 from presk import backends, stages
 from presk.backends.host import CallContext
 from presk.core.program import read_host_program
-from presk.front.bindings import parse_entry
-from presk.front.check import check_program
-from presk.front.elaborate import elaborate
-from presk.front.parser import parse
-from presk.front.prelude import with_prelude
-from presk.ir.context import new_context
 from presk.ir.ops import walk_ops
 from presk.prims import exact
 from presk.runtime.inputs import arguments, parameters
 from presk.train.loop import first_step
-from presk.train.step import HYPER, SYMBOL, add_train_step
+from presk.train.step import HYPER, SYMBOL
 from tests.conformance.suite import BANDS
 
 CHAIN = """
@@ -34,12 +29,8 @@ MACHINE_BACKENDS = ("kernel", "mlir")
 TYPES = ("f64", "f32", "bf16")
 
 
-def elaborated(text: str, entry: str, dims: dict, remat: str = "store"):
-    program = with_prelude(parse(text, "test.psk"))
-    check_program(program)
-    e = elaborate(program, parse_entry(entry), dims, {}, new_context())
-    stages.core(e.module, remat)
-    return e
+def elaborated(text: str, entry: str, dims: dict, remat: str = "store", train_step=False):
+    return presk.load(text).elaborate(entry, dims, remat=remat, train_step=train_step)
 
 
 def bits(value) -> np.ndarray:
@@ -90,8 +81,7 @@ def test_the_gradient_stays_in_the_bf16_band(backend):
 @pytest.mark.parametrize("backend", MACHINE_BACKENDS)
 def test_a_training_steps_loss_is_runs_loss_in_bf16(backend):
     text = REGRESSION.read_text()
-    step = elaborated(text, "Regression.loss", {"N": 8})
-    add_train_step(step, "store")
+    step = elaborated(text, "Regression.loss", {"N": 8}, train_step=True)
     trainer = backends.make(backend, step.module, realize="bf16")
     program = read_host_program(step.module)
     params = parameters(program, 0, None)

@@ -13,7 +13,14 @@ REPO = Path(__file__).resolve().parent.parent
 
 # Bottom to top. A module may import its own layer and those below it.
 LAYERS: list[tuple[str, ...]] = [
-    ("presk.errors", "presk.fileio", "presk.jsontext", "presk.constants", "presk.toolchain"),
+    (
+        "presk.errors",
+        "presk.fileio",
+        "presk.jsontext",
+        "presk.constants",
+        "presk.toolchain",
+        "presk.timing",
+    ),
     ("presk.ir",),
     ("presk.kernel",),
     ("presk.schemas", "presk.realize", "presk.plans"),
@@ -110,3 +117,16 @@ def test_no_import_inside_a_function(module):
         if nested
     ]
     assert not inner, "\n".join(inner)
+
+
+def test_the_architecture_doc_states_this_order():
+    """docs/architecture.md's table of layers names the same packages in the same order
+    (its row 0, the base, lists no package)."""
+    text = (REPO / "docs/architecture.md").read_text()
+    table = text.split("## Layers", 1)[1].split("## Packages", 1)[0]
+    stated = []
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == 3 and cells[0].isdigit():
+            stated.append(tuple(name.strip("`") for name in cells[1].split(", ")))
+    assert stated[1:] == LAYERS[1:]

@@ -3,7 +3,7 @@ the kernel evaluator (presk/kernel/evaluator.py) in the machine type.
 
 Arguments and parameters are converted to the machine type once, on entry (a real
 reaches bf16 through f32), but for parameters a realization types or quantises, which
-keep their own buffers and are read as they are (presk/backends/params.py). A kernel's
+keep their own buffers and are read as they are (presk/reach.py). A kernel's
 output buffer is a new numpy array (the evaluator writes every element before it reads
 one). Each launch runs its `LaunchPlan` (presk/backends/launch.py), the one description
 of a launch the MLIR backend's schedule runs too. Constants, renames and samples run on

@@ -7,7 +7,6 @@ import json
 import statistics
 import sys
 import tempfile
-import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -30,6 +29,7 @@ from presk.kernel.cost import Target, milliseconds, predict
 from presk.kernel.machine import MACHINES, TYPES
 from presk.kernel.planner import candidates, choose, plan_entry
 from presk.kernel.relayout import contraction_kernels
+from presk.timing import timed
 from presk.toolchain import check_threads
 
 
@@ -128,16 +128,6 @@ def _compile_times(backend) -> dict:
     }
 
 
-def _timed(call, repeat: int) -> list[float]:
-    call()  # compiles and traces: not timed
-    runs = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        call()
-        runs.append((time.perf_counter() - start) * 1e3)
-    return runs
-
-
 def run(args) -> int:
     if args.repeat < 1:
         raise UsageError(f"--repeat {args.repeat}: time at least one call")
@@ -158,7 +148,7 @@ def run(args) -> int:
             for variant, plan in variants:
                 core = elaborate_args(args, program, train_step=args.train_step)
                 compiled = core.lower(realize or "f64", plan).compile(name, threads, args.bits)
-                runs = _timed(compiled.drawn(args.seed), args.repeat)
+                runs = timed(compiled.drawn(args.seed), args.repeat)
                 row = Row(name, realize, runs, variant=variant)
                 if name == "mlir" and not variant:
                     row.compile = _compile_times(compiled.backend)
@@ -261,7 +251,7 @@ def _sweep(args) -> int:
             compiled = core.lower(realize, f.name).compile("mlir", threads)
         finally:
             Path(f.name).unlink()
-        runs = _timed(compiled.drawn(args.seed), args.repeat)
+        runs = timed(compiled.drawn(args.seed), args.repeat)
         predicted = milliseconds(predict(nest, layout, element, target))
         results.append((statistics.median(runs), runs, predicted, layout))
     results.sort(key=lambda r: r[0])

@@ -15,15 +15,11 @@ from pathlib import Path
 
 import numpy as np
 
+import presk
 from presk import backends, stages
 from presk.backends.host import CallContext
-from presk.core.program import read_host_program
-from presk.front.bindings import parse_assignments, parse_entry
-from presk.front.check import check_program
-from presk.front.elaborate import elaborate
+from presk.front.bindings import parse_assignments
 from presk.front.parser import parse
-from presk.front.prelude import with_prelude
-from presk.ir.context import new_context
 from presk.prims import exact
 from presk.runtime import rng
 from presk.runtime.inputs import arguments, parameters
@@ -136,13 +132,14 @@ def all_cases() -> list[Case]:
     return prim_cases() + EXAMPLES + DRAWN + OUTER
 
 
+@cache
+def core_of(case: Case) -> presk.Core:
+    return presk.load(REPO / case.path).elaborate(case.entry, case.dims(), case.consts())
+
+
 def module_of(case: Case):
-    path = REPO / case.path
-    program = with_prelude(parse(path.read_text(), case.path))
-    check_program(program)
-    e = elaborate(program, parse_entry(case.entry), case.dims(), case.consts(), new_context())
-    stages.core(e.module)
-    return e.module
+    """A fresh copy of the case's PSK-Core module, for a backend to lower in place."""
+    return core_of(case).copy()
 
 
 def _drawn(params, seed: int):
@@ -158,7 +155,7 @@ def _drawn(params, seed: int):
 
 @cache
 def inputs(case: Case):
-    program = read_host_program(module_of(case))
+    program = core_of(case).view
     params = parameters(program, 0, None)
     if params is not None and case.drawn:
         params = _drawn(params, 0)
