@@ -1,0 +1,330 @@
+"""Calibration: the exact reference run over samples, recording every site's envelope.
+
+A `Recorder` wraps the reference's `apply` (presk/backends/host.py): each primitive runs
+as it always does, then the recorder reads its operands and result. A site's magnitude
+and rounding errors are read off the exact value; at a sum or a contraction it runs the
+primitive's own `reference` again on |operands|, on squared operands and with an operand
+replaced by ones, which gives Σ|xᵢwᵢ|, Σ(xᵢwᵢ)² and the factors exactly, a contraction
+being linear in each operand. These runs round upward (every term is non-negative), and
+every maximum is rounded up to float64, so each number is an upper bound.
+
+A sample is one task: `sample_sites(job, index)` in this process, in a pool of local
+processes or on a Dask worker (presk/precision/cluster.py), each loading the program
+again from its source text (MLIR objects do not pickle). Samples merge by max.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, replace
+from itertools import zip_longest
+from multiprocessing import get_context
+
+import gmpy2
+import numpy as np
+
+from presk import api, prims
+from presk.backends.host import CallContext
+from presk.precision.envelope import (
+    TYPES,
+    Envelope,
+    Grain,
+    Meta,
+    SiteEnvelope,
+    SumStats,
+    site_order,
+)
+from presk.precision.samples import sample_arguments, sample_seed
+from presk.prims import exact
+from presk.prims.base import Apply, Prim
+from presk.runtime.values import Tensor
+
+# ---- what each primitive family does per element ------------------------------------
+
+
+def _terms(prim: Prim, ap: Apply) -> int:
+    """A contraction's k: every term a product, so on ones each element counts its terms."""
+    return int(np.max(prim.reference(ap, [np.ones(t.shape) for t in ap.in_types])))
+
+
+def _reads(prim: Prim, ap: Apply) -> int:
+    """The elements of the first operand each output element reads (a reduction's count)."""
+    read = ap.in_types[0].size if ap.in_types else 1
+    return max(1, -(-read // ap.out_type.size))
+
+
+def _one(prim: Prim, ap: Apply) -> int:
+    return 1
+
+
+_FAMILY = {
+    p.name: family.__name__.rpartition(".")[2] for family in prims.FAMILIES for p in family.PRIMS
+}
+# Work per output element by family, and the primitives whose family's rule does not fit
+# (an embedding gathers rows: its table is not read whole).
+_WORK_BY_FAMILY: dict[str, Callable[[Prim, Apply], int]] = {
+    "values": _one,
+    "elementwise": _one,
+    "contraction": _terms,
+    "reduction": _reads,
+    "rows": _reads,
+    "axes": _one,
+}
+_WORK_BY_PRIM = {"sum_to": _reads, "embed": _one}
+# The sums: how many leading operands each is linear in (a contraction's two, a sum's one).
+_SUMMED_BY_FAMILY = {"contraction": 2}
+_SUMMED_BY_PRIM = {"sum": 1, "mean": 1, "sum_to": 1}
+
+
+def work(prim: Prim, ap: Apply) -> int:
+    """The primitive's work per output element: k for a k-term contraction, the terms of a
+    reduction, 1 for an elementwise primitive or a move of data."""
+    return _WORK_BY_PRIM.get(prim.name, _WORK_BY_FAMILY[_FAMILY[prim.name]])(prim, ap)
+
+
+def summed_operands(prim: Prim) -> int:
+    """How many leading operands `prim` sums over (0: not a sum)."""
+    return _SUMMED_BY_PRIM.get(prim.name, _SUMMED_BY_FAMILY.get(_FAMILY[prim.name], 0))
+
+
+# ---- exact statistics, rounded up -----------------------------------------------------
+
+_UP = gmpy2.ieee(64)
+_UP.round = gmpy2.RoundUp
+# A narrower type's rounding: nearest-even, with its subnormals and its overflow to ∞.
+_ROUND = {
+    "f32": gmpy2.ieee(32),
+    "bf16": gmpy2.context(precision=8, emax=128, emin=-132, subnormalize=True),
+}
+
+
+def _round_up(x) -> float:
+    """An MPFR number rounded up to float64 (+∞ past the largest)."""
+    return float(_UP.plus(x))
+
+
+_up = np.frompyfunc(_round_up, 1, 1)
+
+
+def _upward():
+    """The run's context rounding upward: sums and squares of non-negative terms stay
+    above their exact values."""
+    return gmpy2.context(gmpy2.get_context(), round=gmpy2.RoundUp)
+
+
+def _rounding_error(t: str) -> np.ufunc:
+    to_t = _ROUND[t].plus
+    return np.frompyfunc(lambda v: abs(to_t(v) - v), 1, 1)
+
+
+_ERRORS = {t: _rounding_error(t) for t in TYPES}
+
+
+def _groups(a: np.ndarray, grain: str) -> np.ndarray:
+    """`a` as a 2-D array, one row a group: a row of the value (along its last axis) for
+    "row", a channel (an index of its last axis) for "channel"; a scalar is one of each."""
+    rows = a.reshape(-1, a.shape[-1] if a.ndim else 1)
+    return rows.T if grain == "channel" else rows
+
+
+def _value_stats(data: np.ndarray, grain: str) -> tuple[float, dict, Grain | None]:
+    """(magnitude, rounding by type, the grain's) of an exact value."""
+    magnitude = np.asarray(np.abs(data), dtype=object)  # a scalar's stays an array
+    errors = {t: np.asarray(_ERRORS[t](data), dtype=object) for t in TYPES}
+    if grain == "site":
+        return (
+            _round_up(np.max(magnitude)),
+            {t: _round_up(np.max(e)) for t, e in errors.items()},
+            None,
+        )
+
+    def per_group(a: np.ndarray) -> tuple[float, ...]:
+        return tuple(_up(_groups(a, grain).max(axis=1)).tolist())
+
+    g = Grain(grain, per_group(magnitude), {t: per_group(e) for t, e in errors.items()})
+    return max(g.magnitude), {t: max(e) for t, e in g.rounding.items()}, g
+
+
+def _sum_stats(prim: Prim, ap: Apply, xs: list, summed: int, terms: int) -> SumStats:
+    """Σ|xᵢwᵢ|, √Σ(xᵢwᵢ)² and the factors, from the primitive's reference run again."""
+    ones = [exact.exact(np.ones(x.shape)) for x in xs[:summed]]
+    absolute = [np.asarray(np.abs(x), dtype=object) for x in xs[:summed]]
+    squares = [np.asarray(x * x, dtype=object) for x in xs[:summed]]
+
+    def largest(operands: list) -> object:
+        return np.max(prim.reference(ap, operands + xs[summed:]))
+
+    def but(operands: list, i: int) -> list:
+        return operands[:i] + [ones[i]] + operands[i + 1 :]
+
+    # a term's coefficient: 1, but a mean's 1/k (its reference on ones is 1, not k)
+    scale = largest(ones) / terms
+
+    def root(x) -> float:
+        return _round_up(gmpy2.sqrt(scale * x))
+
+    return SumStats(
+        terms,
+        _round_up(largest(absolute)),
+        root(largest(squares)),
+        tuple(_round_up(largest(but(absolute, i))) for i in range(summed)),
+        tuple(root(largest(but(squares, i))) for i in range(summed)),
+    )
+
+
+# ---- merging ----------------------------------------------------------------------------
+
+
+def _maxes(a: tuple[float, ...], b: tuple[float, ...]) -> tuple[float, ...]:
+    """Position by position, the longer's tail kept (a site's calls may differ in shape)."""
+    return tuple(map(max, zip_longest(a, b, fillvalue=0.0)))
+
+
+def merged(a: SiteEnvelope, b: SiteEnvelope) -> SiteEnvelope:
+    """The envelope of a site over the values of both: every bound the larger."""
+    return replace(
+        a,
+        magnitude=max(a.magnitude, b.magnitude),
+        rounding={t: max(a.rounding[t], b.rounding[t]) for t in TYPES},
+        count=max(a.count, b.count),
+        work=max(a.work, b.work),
+        sum=None if a.sum is None else _merged_sums(a.sum, b.sum),
+        grain=None if a.grain is None else _merged_grains(a.grain, b.grain),
+    )
+
+
+def _merged_sums(a: SumStats, b: SumStats) -> SumStats:
+    return replace(
+        a,
+        terms=max(a.terms, b.terms),
+        abs_sum=max(a.abs_sum, b.abs_sum),
+        rss=max(a.rss, b.rss),
+        factors=_maxes(a.factors, b.factors),
+        rss_factors=_maxes(a.rss_factors, b.rss_factors),
+    )
+
+
+def _merged_grains(a: Grain, b: Grain) -> Grain:
+    return replace(
+        a,
+        magnitude=_maxes(a.magnitude, b.magnitude),
+        rounding={t: _maxes(a.rounding[t], b.rounding[t]) for t in TYPES},
+    )
+
+
+def merge_samples(samples: Iterable[dict[str, SiteEnvelope]]) -> dict[str, SiteEnvelope]:
+    out: dict[str, SiteEnvelope] = {}
+    for sites in samples:
+        for site, s in sites.items():
+            out[site] = merged(out[site], s) if site in out else s
+    return dict(sorted(out.items(), key=lambda kv: site_order(kv[0])))
+
+
+# ---- the recording run -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Job:
+    """What a worker needs to run samples: the program's text, not its MLIR."""
+
+    source: str
+    file: str  # the program's path, which locates its errors
+    remat: str
+    meta: Meta
+
+    def core(self) -> api.Core:
+        m = self.meta
+        return api.load_text(self.source, self.file).elaborate(
+            m.entry, m.dims, m.consts, self.remat
+        )
+
+
+class Recorder:
+    """The exact reference of a job's entry, recording each site's envelope as it runs."""
+
+    def __init__(self, job: Job):
+        self.job = job
+        self.core = job.core()
+        self.compiled = self.core.lower("f64").compile("interp", bits=job.meta.bits)
+        host = self.compiled.backend.host
+        self._apply, host.apply = host.apply, self._record
+        self._static: dict[tuple, tuple[int, int]] = {}  # (work, summed operands) by shapes
+        self._sites: dict[str, SiteEnvelope] = {}  # this sample's
+        self._counts: dict[str, int] = {}
+
+    def sample(self, index: int) -> dict[str, SiteEnvelope]:
+        """Every site's envelope over sample `index`."""
+        self._sites, self._counts = {}, {}
+        meta = self.job.meta
+        self.compiled(*sample_arguments(self.core, meta, index), seed=sample_seed(meta, index))
+        return {s: replace(e, count=self._counts[s]) for s, e in self._sites.items()}
+
+    def _record(self, op, ins: list, ctx: CallContext, draw) -> Tensor:
+        out = self._apply(op, ins, ctx, draw)
+        if op.site and op.prim is not None and out.type.kind == "real":
+            ap = Apply(op.attrs, [t.type for t in ins], op.type, op.site, ctx.training, draw)
+            with _upward():
+                seen = self._observe(op.prim, ap, [t.data for t in ins], out.data)
+            old = self._sites.get(op.site)
+            self._sites[op.site] = seen if old is None else merged(old, seen)
+            self._counts[op.site] = self._counts.get(op.site, 0) + out.data.size
+        return out
+
+    def _observe(self, prim: Prim, ap: Apply, xs: list, value: np.ndarray) -> SiteEnvelope:
+        # a site's calls may differ in shape (Dense{3, 16}.apply and Dense{16, 16}.apply)
+        key = (ap.site, tuple(t.shape for t in ap.in_types))
+        if key not in self._static:
+            self._static[key] = (work(prim, ap), summed_operands(prim))
+        k, summed = self._static[key]
+        magnitude, rounding, grain = _value_stats(value, self.job.meta.grain)
+        sums = _sum_stats(prim, ap, xs, summed, k) if summed else None
+        return SiteEnvelope(prim.name, magnitude, rounding, value.size, k, sums, grain)
+
+
+_local = threading.local()  # each thread's recorder (a Dask worker runs tasks in threads)
+
+
+def sample_sites(job: Job, index: int) -> dict[str, SiteEnvelope]:
+    """Sample `index` of `job`: one task, wherever it runs."""
+    recorder = getattr(_local, "recorder", None)
+    if recorder is None or recorder.job != job:
+        recorder = _local.recorder = Recorder(job)
+    return recorder.sample(index)
+
+
+# ---- spreading samples --------------------------------------------------------------------
+
+Spread = Callable[[Job, list[int]], Iterator[tuple[int, dict]]]
+
+
+def serially(job: Job, indices: list[int]) -> Iterator[tuple[int, dict]]:
+    for i in indices:
+        yield i, sample_sites(job, i)
+
+
+def on_processes(workers: int) -> Spread:
+    """Samples spread over `workers` local processes (started afresh: MLIR is not forked)."""
+
+    def spread(job: Job, indices: list[int]) -> Iterator[tuple[int, dict]]:
+        pool = ProcessPoolExecutor(min(workers, len(indices)), mp_context=get_context("spawn"))
+        with pool:
+            yield from zip(
+                indices, pool.map(sample_sites, [job] * len(indices), indices), strict=True
+            )
+
+    return spread
+
+
+def calibrate(job: Job, spread: Spread = serially, progress=None) -> Envelope:
+    """The envelope of `job.meta.samples` samples from `job.meta.first`, `progress(done)`
+    told after each."""
+    meta = job.meta
+    indices = list(range(meta.first, meta.first + meta.samples))
+    by_index = {}
+    for i, sites in spread(job, indices):
+        by_index[i] = sites
+        if progress is not None:
+            progress(len(by_index))
+    return Envelope(meta, merge_samples(by_index[i] for i in indices))
