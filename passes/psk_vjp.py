@@ -247,6 +247,8 @@ class Derivatives:
             if not need[op.out] or op.out not in acc.ct:
                 continue
             ct = acc.full(op.out, op.type)
+            if op.site:
+                mark_cotangent(b, ct, op.site)
             want = [need[j] for j in op.ins]
             loc = _location(b.ctx, op.loc)
             if op.prim is not None:
@@ -300,6 +302,32 @@ class Derivatives:
         b.ret(d if kind == "vjp" else b.get(d, 0))
         self.entries[key] = symbol
         return symbol
+
+
+COTANGENT_OF = "psk.cotangent_of"
+
+
+def mark_cotangent(b: FuncBuilder, ct: V, site: str) -> None:
+    """Mark what yields `ct` in `F.bwd`, the complete cotangent of the forward value at
+    `site`: the op, or `F.bwd`'s argument `ct`, gets `site` in its list `psk.cotangent_of`
+    (one value can be the cotangent of several sites). Nothing reads it but a run that
+    records cotangents (presk dump --stage sensitivity): no bit of any run changes."""
+    with b.ctx:
+        if isinstance(ct.value, ir.BlockArgument):
+            index = ct.value.arg_number
+            args = list(ir.ArrayAttr(b.func.attributes["arg_attrs"]))
+            attrs = {a.name: a.attr for a in ir.DictAttr(args[index])}
+            attrs[COTANGENT_OF] = _with_site(attrs.get(COTANGENT_OF), site)
+            args[index] = ir.DictAttr.get(attrs)
+            b.func.attributes["arg_attrs"] = ir.ArrayAttr.get(args)
+        else:
+            attrs = ct.value.owner.attributes
+            old = attrs[COTANGENT_OF] if COTANGENT_OF in attrs else None
+            attrs[COTANGENT_OF] = _with_site(old, site)
+
+
+def _with_site(sites: ir.Attribute | None, site: str) -> ir.ArrayAttr:
+    return ir.ArrayAttr.get([*(ir.ArrayAttr(sites) if sites else []), ir.StringAttr.get(site)])
 
 
 def _layers(stack: PskType) -> int:

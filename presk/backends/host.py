@@ -66,6 +66,9 @@ class Host:
         self.apply = apply
         self.stack = stack  # layers' buffers -> the stacked buffer (fold_bwd's gradients)
         self._plans: dict[str, list] = {}  # each function's ops with their handlers
+        # Called with each function run and its slots (arguments, then each op's value)
+        # once it has run: a watcher's view of values no function returns.
+        self.observe: Callable[[Function, list], None] | None = None
 
     def call(self, name: str, args: list[Value], ctx: CallContext, path: str = "") -> Value:
         return self._run(self.program.functions[name], args, ctx, path)
@@ -92,6 +95,8 @@ class Host:
                     span=span,
                     source_line=source_line(span.file, span.line) if span else None,
                 ) from None
+        if self.observe is not None:
+            self.observe(fn, slots)
         return slots[fn.result]
 
     def _handler(self, op: Op):

@@ -7,21 +7,34 @@ from dataclasses import dataclass, field
 
 from presk import stages
 from presk.backends.kernel import kernels_of
-from presk.cli.programs import add_plan_arg, add_program_args, elaborate_args, load_program, plan_of
+from presk.cli.common import seed_number
+from presk.cli.programs import (
+    add_plan_arg,
+    add_program_args,
+    elaborate_args,
+    load_program,
+    plan_of,
+    reference_bits,
+)
 from presk.core.program import HostProgram, read_host_program
 from presk.core.text import core_text
 from presk.errors import UsageError
 from presk.ir.types import TupleType, leaves
 from presk.kernel.text import kernel_text
+from presk.precision import sensitivity
 from presk.toolchain import vector_bytes
 
-STAGES = ("ast", "core", "kernel", "affine", "llvm")
+STAGES = ("ast", "core", "kernel", "affine", "llvm", "sensitivity")
 
 
 def configure(p) -> None:
     add_program_args(p)
     p.add_argument(
-        "--stage", choices=STAGES, default="core", help="the stage to show (default core)"
+        "--stage",
+        choices=STAGES,
+        default="core",
+        help="the stage to show (default core); sensitivity: each value's ‖∂L/∂v‖₁ for the "
+        "entry L, ranked (docs/precision.md)",
     )
     p.add_argument(
         "--format",
@@ -37,14 +50,39 @@ def configure(p) -> None:
         "with --stage core --format mlir, a realization's storage and parameter types",
     )
     add_plan_arg(p)
+    p.add_argument(
+        "--weights",
+        metavar="CKPT|P.npz|P.safetensors",
+        help="--stage sensitivity: parameters from a checkpoint (.psk.d) or a parameters file "
+        "instead of the initializers",
+    )
+    p.add_argument(
+        "--seed",
+        type=seed_number,
+        default=0,
+        help="--stage sensitivity: seed of initial parameters and drawn inputs (default 0)",
+    )
+    p.add_argument(
+        "--bits",
+        type=reference_bits,
+        default=128,
+        help="--stage sensitivity: precision of the reference in bits (default 128)",
+    )
 
 
 def run(args) -> int:
-    if args.stage == "ast" and args.format == "mlir":
-        raise UsageError("--format mlir shows an elaborated module, not --stage ast (text only)")
+    if args.stage in ("ast", "sensitivity") and args.format == "mlir":
+        raise UsageError(
+            f"--format mlir shows an elaborated module, not --stage {args.stage} (text only)"
+        )
     program = load_program(args.file)
     if args.stage == "ast":
         sys.stdout.write(program.text())
+        return 0
+    if args.stage == "sensitivity":
+        core = elaborate_args(args, program)
+        found = sensitivity.sensitivities(core, args.seed, args.weights, args.bits)
+        sys.stdout.write(sensitivity.text(found))
         return 0
     module = elaborate_args(args, program).module
     if args.stage == "core":

@@ -21,13 +21,17 @@ COMMANDS: dict[str, str] = {
     "eval": "the mean loss of an entry over the validation windows of a data file",
     "data": "make a token-window data file (.psk.d) from text files",
     "dump": "show a program at a stage: its syntax tree (ast), PSK-Core (core), its kernels "
-    "(kernel), the kernels as affine loops (affine) or in the LLVM dialect (llvm)",
+    "(kernel), the kernels as affine loops (affine) or in the LLVM dialect (llvm); or where "
+    "precision matters, each value's ‖∂L/∂v‖₁ (sensitivity)",
     "bench": "time an entry (or one training step) on each backend: medians and ratios",
     "plan": "choose a layout for each contraction nest of an entry with the cost model; "
     "write a plan",
     "quantize": "list an entry's parameter paths and shapes, the names a realization's quant takes",
     "params": "write an entry's parameters (initial, or from --weights) to an .npz or "
     ".safetensors file",
+    "calibrate": "measure an entry's magnitude envelope (--precision) on the exact reference "
+    "over samples",
+    "check": "bound an entry's distance to its exact value under a realization (--precision)",
 }
 
 

@@ -8,7 +8,9 @@
 // CHECK-NEXT:    return %[[R]]
 // CHECK-LABEL: func.func @lin.fwd
 // CHECK:         "psk.dot"(%arg0, %arg1) {psk.site = "lin/%0"}
-// CHECK-LABEL: func.func @lin.bwd
+// The complete cotangent of each forward site is marked where it arises: here lin/%0's
+// is the backward's argument ct.
+// CHECK-LABEL: func.func @lin.bwd(%arg0: {{.*}} {psk.name = "res"}, %arg1: {{.*}} {psk.cotangent_of = ["lin/%0"], psk.name = "ct"})
 // CHECK-DAG:     "psk.dot_vjp_l"(%arg1, %{{.*}}) {psk.site = "lin.bwd/%{{[0-9]+}}"} : (!psk.real<array<i64: 2, 2>, ["N", ""]>, !psk.real<array<i64: 3, 2>, ["", ""]>) -> !psk.real<array<i64: 2, 3>, ["N", ""]>
 // CHECK-DAG:     "psk.dot_vjp_r"(%{{.*}}, %arg1) {psk.site = "lin.bwd/%{{[0-9]+}}"} : (!psk.real<array<i64: 2, 3>, ["N", ""]>, !psk.real<array<i64: 2, 2>, ["N", ""]>) -> !psk.real<array<i64: 3, 2>, ["", ""]>
 // CHECK-LABEL: func.func @lin.vjp
@@ -53,5 +55,28 @@ module attributes {psk.entry = @sm_vjp} {
     %1 = "psk.tuple_append"(%0, %arg0) : (tuple<>, !psk.real<array<i64: 2, 4>, ["N", ""]>) -> tuple<!psk.real<array<i64: 2, 4>, ["N", ""]>>
     %2 = "psk.vjp"(%1, %arg1) {callee = @sm, psk.callsite = "sm_vjp/%c0"} : (tuple<!psk.real<array<i64: 2, 4>, ["N", ""]>>, !psk.real<array<i64: 2, 4>, ["N", ""]>) -> tuple<!psk.real<array<i64: 2, 4>, ["N", ""]>>
     return %2 : tuple<!psk.real<array<i64: 2, 4>, ["N", ""]>>
+  }
+}
+
+// -----
+
+// A value read twice: its complete cotangent is the sum of the two adjoints, and that add
+// is marked with the forward site (psk.cotangent_of, which dump --stage sensitivity reads).
+// CHECK-LABEL: func.func @sq.bwd
+// CHECK-SAME:    {psk.cotangent_of = ["sq/%1"], psk.name = "ct"}
+// CHECK:         %[[A:.*]] = "psk.mul"(%arg1, %[[T:.*]]) {psk.site = "sq.bwd/%1"}
+// CHECK-NEXT:    %[[B:.*]] = "psk.mul"(%arg1, %[[T]]) {psk.site = "sq.bwd/%2"}
+// CHECK-NEXT:    "psk.add"(%[[A]], %[[B]]) {psk.cotangent_of = ["sq/%0"], psk.site = "sq.bwd/%3"}
+module attributes {psk.entry = @sq_vjp} {
+  func.func @sq(%arg0: !psk.real<array<i64: 2>, ["N"]> {psk.name = "x"}) -> !psk.real<array<i64: 2>, ["N"]> attributes {psk.function = "sq"} {
+    %0 = "psk.tanh"(%arg0) {psk.site = "sq/%0"} : (!psk.real<array<i64: 2>, ["N"]>) -> !psk.real<array<i64: 2>, ["N"]>
+    %1 = "psk.mul"(%0, %0) {psk.site = "sq/%1"} : (!psk.real<array<i64: 2>, ["N"]>, !psk.real<array<i64: 2>, ["N"]>) -> !psk.real<array<i64: 2>, ["N"]>
+    return %1 : !psk.real<array<i64: 2>, ["N"]>
+  }
+  func.func @sq_vjp(%arg0: !psk.real<array<i64: 2>, ["N"]> {psk.name = "x"}, %arg1: !psk.real<array<i64: 2>, ["N"]> {psk.name = "ct"}) -> tuple<!psk.real<array<i64: 2>, ["N"]>> attributes {psk.function = "sq_vjp"} {
+    %0 = "psk.tuple_empty"() : () -> tuple<>
+    %1 = "psk.tuple_append"(%0, %arg0) : (tuple<>, !psk.real<array<i64: 2>, ["N"]>) -> tuple<!psk.real<array<i64: 2>, ["N"]>>
+    %2 = "psk.vjp"(%1, %arg1) {callee = @sq, psk.callsite = "sq_vjp/%c0"} : (tuple<!psk.real<array<i64: 2>, ["N"]>>, !psk.real<array<i64: 2>, ["N"]>) -> tuple<!psk.real<array<i64: 2>, ["N"]>>
+    return %2 : tuple<!psk.real<array<i64: 2>, ["N"]>>
   }
 }

@@ -1,0 +1,252 @@
+"""Sensitivities: where precision matters, from one reverse sweep on the exact reference.
+
+For a scalar entry L and a value v the program computes, the sensitivity of L to a
+perturbation of v is ‖∂L/∂v‖₁. The reverse sweep of `E.vjp` already computes ∂L/∂v for
+every forward value on its way to the parameters; psk-vjp marks, in each `F.bwd`, what
+yields the complete cotangent of each forward site (`psk.cotangent_of`), and the
+reference's host hands every function run's values to a watcher (`Host.observe`), which
+sums the marked ones by site. So one run gives every site's ‖∂L/∂v‖₁, summed over the
+value's elements and over every call and fold layer that runs the site, and the same per
+element. The parameters' and real arguments' rows are the sweep's own result, the
+gradient. A tensor-valued entry is seeded with ones over its output (L = Σ of it).
+
+A sensitivity ranks; a bound guarantees. Nothing here bounds an error: it says where a
+perturbation would move L most, to first order, at these parameters and inputs.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+from mlir import ir
+
+from presk.api import Core
+from presk.backends.host import CallContext
+from presk.core.program import Function
+from presk.errors import BindingError
+from presk.front import ast
+from presk.front.bindings import parse_entry, resolve_entry
+from presk.ir.ops import walk_ops
+from presk.ir.types import PskType, TensorType
+from presk.ir.types import leaves as leaf_types
+from presk.passes.psk_vjp import COTANGENT_OF
+from presk.prims import exact
+from presk.runtime.inputs import arguments, param_type, parameters
+from presk.runtime.values import Tensor, build, leaves
+
+
+@dataclass(frozen=True)
+class Sensitivity:
+    key: str  # a site "<function>/%<n>", a parameter's path, or an argument's name
+    what: str  # the site's op (and its `let` name), "parameter" or "argument"
+    source: str  # "file:line" of the op or the parameter's declaration ("" if unknown)
+    l1: float  # ‖∂L/∂v‖₁, over the value's elements and every run of the site
+    elements: int  # the elements summed: the value's, times its runs
+
+    @property
+    def per_element(self) -> float:
+        return self.l1 / self.elements
+
+
+@dataclass(frozen=True)
+class Sensitivities:
+    entry: str
+    rows: list[Sensitivity]  # by ‖∂L/∂v‖₁, largest first
+    weights: str | None  # the parameters' file, None when initialised from the seed
+
+
+def sensitivities(
+    core: Core, seed: int = 0, weights: str | None = None, bits: int = 128
+) -> Sensitivities:
+    """Every site's, parameter's and real argument's ‖∂L/∂v‖₁ for the entry of `core` at
+    the parameters (`weights`, else initialised from `seed`) and inputs `seed` draws, from
+    one run of `E.vjp` on the reference at `bits`, outside training (dropout the identity)."""
+    check_differentiable(core)
+    vjp = core.derived(entry=f"{core.entry}.vjp")
+    compiled = vjp.lower().compile("interp", bits=bits)
+    recorder = Recorder(cotangent_marks(vjp))
+    compiled.backend.host.observe = recorder
+    args = _arguments(core, seed, weights)
+    with exact.context(bits):  # every sum of magnitudes at the reference's precision
+        cts = compiled.backend.call(args, CallContext(seed=seed))
+        rows = recorder.rows(_site_descriptions(vjp)) + _input_rows(core, cts)
+    rows.sort(key=lambda r: (-r.l1, r.key))
+    return Sensitivities(core.entry, rows, weights)
+
+
+def check_differentiable(core: Core) -> None:
+    """Refuse (E3013) a derivative entry (its sweep would be a second derivative), and an
+    entry whose result has no reals or that has no real argument or parameter."""
+    if resolve_entry(core.program.ast, parse_entry(core.entry), core.consts).derivative:
+        raise BindingError(
+            f"{core.entry} is a derivative: its sensitivities need a second derivative, "
+            "which presk does not take",
+            code="E3013",
+        )
+    fn = core.view.entry_function
+    if not _has_reals(fn.result_type):
+        raise BindingError(
+            f"{core.entry} returns {fn.result_type.text()}: a sensitivity is of a real result",
+            code="E3013",
+        )
+    if not any(_has_reals(t) for t in fn.arg_types):
+        raise BindingError(
+            f"{core.entry} has no real argument or parameter: nothing to differentiate",
+            code="E3013",
+        )
+
+
+def _has_reals(t: PskType) -> bool:
+    return any(leaf.kind == "real" for _, leaf in leaf_types(t))
+
+
+def _arguments(core: Core, seed: int, weights: str | None) -> list:
+    """The vjp's arguments: the parameters and the inputs `presk run --seed` gives the
+    entry, then the seed of the sweep, ones over every real of the entry's result."""
+    view = core.view
+    params = parameters(view, seed, weights)
+    ones = build(view.entry_function.result_type, lambda _, leaf: Tensor(leaf, _ones(leaf)))
+    return ([params] if params is not None else []) + arguments(view, seed, None) + [ones]
+
+
+def _ones(leaf: TensorType) -> np.ndarray:
+    """Ones for a real leaf; an index or mask has no cotangent, so zeros of its kind."""
+    if leaf.kind == "real":
+        return np.ones(leaf.shape)
+    return np.zeros(leaf.shape, dtype=bool if leaf.kind == "bool" else np.int64)
+
+
+def cotangent_marks(core: Core) -> dict[str, list[tuple[int, list[str]]]]:
+    """By function, the slots psk-vjp marked as a forward site's complete cotangent (an
+    argument's slot is its position; an op's, its result's in `core.view`), with the
+    sites each is the cotangent of."""
+    marks: dict[str, list[tuple[int, list[str]]]] = {}
+    for f in walk_ops(core.module.operation, "func.func"):
+        name = ir.StringAttr(f.attributes["sym_name"]).value
+        found = [(i, _sites(d)) for i, d in enumerate(_arg_attrs(f)) if COTANGENT_OF in d]
+        ops = [op for op in f.regions[0].blocks[0].operations if op.name != "func.return"]
+        for op, read in zip(ops, core.view.functions[name].ops, strict=True):
+            if COTANGENT_OF in op.attributes:
+                found.append((read.out, _sites(op.attributes)))
+        if found:
+            marks[name] = found
+    return marks
+
+
+def _arg_attrs(f) -> list[ir.DictAttr]:
+    if "arg_attrs" not in f.attributes:
+        return []
+    return [ir.DictAttr(d) for d in ir.ArrayAttr(f.attributes["arg_attrs"])]
+
+
+def _sites(attrs) -> list[str]:
+    return [ir.StringAttr(s).value for s in ir.ArrayAttr(attrs[COTANGENT_OF])]
+
+
+class Recorder:
+    """A host watcher: the marked values of each function run, their magnitudes summed
+    by the site they are the cotangent of."""
+
+    def __init__(self, marks: dict[str, list[tuple[int, list[str]]]]):
+        self.marks = marks
+        self.l1: dict[str, object] = defaultdict(int)  # site -> Σ|∂L/∂v|, exact
+        self.elements: Counter[str] = Counter()
+
+    def __call__(self, fn: Function, slots: list) -> None:
+        for slot, sites in self.marks.get(fn.name, ()):
+            ct: Tensor = slots[slot]
+            total = l1(ct)
+            for site in sites:
+                self.l1[site] += total
+                self.elements[site] += ct.type.size
+
+    def rows(self, described: dict[str, tuple[str, str]]) -> list[Sensitivity]:
+        return [
+            Sensitivity(site, *described.get(site, ("", "")), float(l1), self.elements[site])
+            for site, l1 in self.l1.items()
+        ]
+
+
+def l1(t: Tensor):
+    """Σ|t|, term by term in index order at the context's precision (exact for the
+    reference's MPFR numbers up to that rounding)."""
+    return sum(abs(x) for x in t.data.flat)
+
+
+def _site_descriptions(core: Core) -> dict[str, tuple[str, str]]:
+    """Each forward site's op (with its `let` name) and source line."""
+    out: dict[str, tuple[str, str]] = {}
+    for fn in core.view.functions.values():
+        for op in fn.ops:
+            if op.site and op.site not in out:
+                what = op.prim.name if op.prim else op.name
+                what += f" ({op.let})" if op.let else ""
+                out[op.site] = (what, f"{op.loc.file}:{op.loc.line}" if op.loc else "")
+    return out
+
+
+def _input_rows(core: Core, cts: tuple) -> list[Sensitivity]:
+    """The sweep's result, the cotangents of the entry's arguments: a row for each
+    parameter leaf (by its path) and each real argument (by its name)."""
+    fn = core.view.entry_function
+    declared = _parameter_lines(core)
+    rows = []
+    for i, (name, ct) in enumerate(zip(fn.arg_names, cts, strict=True)):
+        is_params = i == 0 and param_type(core.view) is not None
+        for path, t in leaves(ct, "" if is_params else name):
+            if t.type.kind == "real":
+                what, source = (
+                    ("parameter", declared.get(path, "")) if is_params else ("argument", "")
+                )
+                rows.append(Sensitivity(path, what, source, float(l1(t)), t.type.size))
+    return rows
+
+
+def _parameter_lines(core: Core) -> dict[str, str]:
+    """Each parameter path's declaration, `file:line`, read from the entry's module."""
+    module = core.view.attrs.get("psk.module")
+    if module is None:
+        return {}
+    tree = core.program.ast
+    out: dict[str, str] = {}
+
+    def walk(defn: ast.ModuleDef, prefix: str) -> None:
+        for m in defn.members:
+            path = f"{prefix}.{m.name}" if prefix else m.name
+            if isinstance(m, ast.ParamDef):
+                out[path] = f"{m.span.file}:{m.span.line}"
+            elif isinstance(m, ast.SubDef):
+                walk(tree.modules[m.module], path)
+
+    walk(tree.modules[module.split("{")[0]], "")
+    return out
+
+
+def text(found: Sensitivities) -> str:
+    """The ranking as `presk dump --stage sensitivity` prints it: the non-zero rows, then
+    one line counting the values whose sensitivity is exactly 0."""
+    nonzero = [r for r in found.rows if r.l1 != 0]
+    head = ("site", "what", "source", "‖∂L/∂v‖₁", "per element")
+    table = [head] + [
+        (r.key, r.what, r.source, f"{r.l1:.4g}", f"{r.per_element:.4g}") for r in nonzero
+    ]
+    widths = [max(len(row[k]) for row in table) for k in range(len(head))]
+    lines = [f"-- sensitivity of {found.entry}: ‖∂L/∂v‖₁, one reverse sweep on the reference"]
+    lines += [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in table
+    ]
+    zero = len(found.rows) - len(nonzero)
+    if zero:
+        lines.append(f"-- every other sensitivity is exactly 0 ({zero} values){_why_zero(found)}")
+    return "\n".join(lines) + "\n"
+
+
+def _why_zero(found: Sensitivities) -> str:
+    if found.weights is not None:
+        return ""
+    return (
+        ": at initialisation, a parameter initialised to zeros (an output head) passes no "
+        "gradient upstream; pass --weights with trained parameters"
+    )
