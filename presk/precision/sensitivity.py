@@ -24,6 +24,7 @@ from mlir import ir
 
 from presk.api import Core
 from presk.backends.host import CallContext
+from presk.core.autodiff import COTANGENT_OF
 from presk.core.program import Function
 from presk.errors import BindingError
 from presk.front import ast
@@ -31,7 +32,6 @@ from presk.front.bindings import parse_entry, resolve_entry
 from presk.ir.ops import walk_ops
 from presk.ir.types import PskType, TensorType
 from presk.ir.types import leaves as leaf_types
-from presk.passes.psk_vjp import COTANGENT_OF
 from presk.prims import exact
 from presk.runtime.inputs import arguments, param_type, parameters
 from presk.runtime.values import Tensor, build, leaves

@@ -10,12 +10,12 @@ AdamW step (`adamw.step`): every number of a step is computed by the backend, in
 
 from __future__ import annotations
 
+from presk.core.autodiff import Derivatives
 from presk.core.build import FuncBuilder
 from presk.core.program import read_host_program
 from presk.errors import BindingError
 from presk.front.elaborate import Elaborated
 from presk.ir.types import REAL_SCALAR, TupleType
-from presk.passes.psk_vjp import Derivatives
 from presk.stages import core
 
 SYMBOL = "train.step"
