@@ -3,20 +3,21 @@
 Nothing in a kernel writes a buffer it only reads, so a load from one whose indices are
 all defined outside a loop reads the same element on every iteration: it moves to just
 before the loop, and so does pure `arith`/`math` arithmetic whose operands are all
-defined outside it (the widening of a bf16 load, an index computation). Loops are
-visited innermost first and each body in order, so an invariant chain climbs as far as
-it can. Each value is computed once instead of once an iteration, by the same
-operations: no bit changes.
+defined outside it (the widening of a bf16 load, an index computation). A pattern on
+`affine.for` hoists its body's invariant ops; the walk visits loops innermost first and
+each body in order, so an invariant chain climbs as far as it can. Each value is
+computed once instead of once an iteration, by the same operations: no bit changes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
-from presk.passes import Pass
+from presk.passes import Pass, apply
 
 from presk.ir.ops import walk_ops
-from presk.kernel.loops import body_ops, is_inside, kernel_funcs, loops_of
+from presk.kernel.loops import body_ops, is_inside, kernel_funcs
 
 _LOADS = ("affine.load", "memref.load", "affine.vector_load")
 _STORES = ("affine.store", "memref.store", "affine.vector_store")
@@ -40,6 +41,16 @@ def invariant(op, loop, written_memrefs: set) -> bool:
     return op.name.startswith(("arith.", "math."))
 
 
+def hoist(written_memrefs: set, loop, rewriter) -> bool:
+    """Move the invariant ops of `loop`'s body to just before it; whether any moved."""
+    moved = False
+    for op in body_ops(loop)[:-1]:
+        if invariant(op, loop, written_memrefs):
+            op.move_before(loop)
+            moved = True
+    return moved
+
+
 @dataclass(frozen=True)
 class PskHoistLoads(Pass):
     name = "psk-hoist-loads"
@@ -49,11 +60,7 @@ class PskHoistLoads(Pass):
 
     def run(self, module) -> None:
         for f in kernel_funcs(module):
-            stored = written(f)
-            for loop in loops_of(f, post_order=True):
-                for op in body_ops(loop)[:-1]:
-                    if invariant(op, loop, stored):
-                        op.move_before(loop)
+            apply([f], {"affine.for": partial(hoist, written(f))})
 
 
 PASS = PskHoistLoads

@@ -5,8 +5,8 @@ square root, pow(2, x) as exp2(x), and folds a call on constants with its own
 arithmetic. glibc's pow is not correctly rounded, so each rewrite may change a result's
 last bit against the kernel evaluator, which calls the C library. This pass marks every
 function the module declares without a body (the C library functions that
-`convert-math-to-libm` calls) `nobuiltin`, which tells LLVM to call it as it is. Runs on
-the LLVM dialect.
+`convert-math-to-libm` calls) `nobuiltin`, which tells LLVM to call it as it is: a
+pattern on `llvm.func`. Runs on the LLVM dialect.
 """
 
 from __future__ import annotations
@@ -14,9 +14,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mlir import ir
-from presk.passes import Pass
+from presk.passes import Pass, apply
 
-from presk.ir.ops import walk_ops
+
+def mark_nobuiltin(f, rewriter) -> bool:
+    if f.regions[0].blocks:  # a definition: the kernel itself
+        return False
+    with f.context:
+        f.attributes["passthrough"] = ir.ArrayAttr.get([ir.StringAttr.get("nobuiltin")])
+    return True
 
 
 @dataclass(frozen=True)
@@ -25,11 +31,7 @@ class PskKeepLibmCalls(Pass):
     description = "mark the C library functions kernels call nobuiltin, so LLVM keeps the calls"
 
     def run(self, module) -> None:
-        for f in walk_ops(module, "llvm.func"):
-            if f.regions[0].blocks:  # a definition: the kernel itself
-                continue
-            with f.context:
-                f.attributes["passthrough"] = ir.ArrayAttr.get([ir.StringAttr.get("nobuiltin")])
+        apply([module], {"llvm.func": mark_nobuiltin})
 
 
 PASS = PskKeepLibmCalls

@@ -5,7 +5,8 @@ Where a loop's body loads an element of a buffer and later stores to the same el
 nowhere else, the element is loaded once before the loop, carried through it as a loop
 value, and stored once after it. The carried value has the buffer's element type, so a
 bf16 output is still rounded to bf16 at every iteration, as the store did: no bit
-changes, in any type.
+changes, in any type. A pattern on `affine.for` replaces a loop by one that carries each
+such element; the walk visits loops innermost first.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 
 from mlir import ir
 from mlir.dialects import affine
-from presk.passes import Pass
+from presk.passes import Pass, apply
 
 from presk.kernel.loops import (
     access,
@@ -22,7 +23,6 @@ from presk.kernel.loops import (
     encloses,
     is_inside,
     kernel_funcs,
-    loops_of,
     rebuild_for,
 )
 
@@ -69,16 +69,22 @@ def _promote(loop, load, store):
     return loop
 
 
+def promote_all(loop, rewriter) -> bool:
+    """Carry every element `loop` may keep in a register; whether there was one."""
+    promoted = False
+    while (found := _candidate(loop)) is not None:
+        loop = _promote(loop, *found)
+        promoted = True
+    return promoted
+
+
 @dataclass(frozen=True)
 class PskPromoteRegisters(Pass):
     name = "psk-promote-registers"
     description = "keep an output element a loop does not move in a register across the loop"
 
     def run(self, module) -> None:
-        for f in kernel_funcs(module):
-            for loop in loops_of(f, post_order=True):
-                while (found := _candidate(loop)) is not None:
-                    loop = _promote(loop, *found)
+        apply(kernel_funcs(module), {"affine.for": promote_all})
 
 
 PASS = PskPromoteRegisters

@@ -7,7 +7,9 @@ becomes a loop over vectors of `lanes` iterations: each load an
 `affine.vector_load`, each store an `affine.vector_store`, each `arith`/`math` op the
 same op on vectors, and every value the loop does not change computed before it and
 broadcast. The iterations a whole vector does not cover run in the scalar loop after
-it. Lanes compute what the iterations computed, op for op: no bit changes.
+it. Lanes compute what the iterations computed, op for op: no bit changes. A pattern on
+`affine.for` rewrites each such loop; the loops it makes go before the one it visits,
+so the walk never visits them.
 
 `bytes` is the width of a vector register (0: this machine's; lit tests fix it); a
 kernel's lanes are that width over its arithmetic type's size (f64: 8 bytes; f32 and
@@ -17,10 +19,11 @@ bf16, computed in f32: 4).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 from mlir import ir
 from mlir.dialects import affine, vector
-from presk.passes import Pass
+from presk.passes import Pass, apply
 
 from presk.kernel.loops import (
     PARALLEL,
@@ -30,7 +33,6 @@ from presk.kernel.loops import (
     constant_bounds,
     dim_coefficient,
     kernel_funcs,
-    loops_of,
     rebuild_for,
     step_of,
 )
@@ -51,11 +53,15 @@ class PskVectorize(Pass):
         width = self.bytes or vector_bytes()
         for f in kernel_funcs(module):
             lanes = width // MACHINES[f.attributes["psk_kernel.type"].value].arith.itemsize
-            if lanes < 2:
-                continue
-            for loop in loops_of(f, post_order=True):
-                if _vectorizable(loop, lanes):
-                    _vectorize(loop, lanes)
+            if lanes >= 2:
+                apply([f], {"affine.for": partial(_vectorize_contiguous, lanes)})
+
+
+def _vectorize_contiguous(lanes: int, loop, rewriter) -> bool:
+    if not _vectorizable(loop, lanes):
+        return False
+    _vectorize(loop, lanes)
+    return True
 
 
 def _iv_position(op, iv) -> int | None:
