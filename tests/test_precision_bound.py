@@ -3,7 +3,8 @@ realization says, and a measured gap counts an overflow as +∞.
 
 Soundness is checked exactly: the reference supplies the exact value, so on each case
 (an entry of the conformance suite, a realization) the bound of every model must be at
-least the largest gap the kernels actually make over the envelope's samples.
+least the largest gap the kernels actually make over the envelope's samples, from an
+envelope of one magnitude a site and from one of a magnitude a row (`--grain row`).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ UNIFORM = ("f64", "f32", "bf16")
 CASES = [(e, r) for e in ENTRIES for r in UNIFORM] + [
     (e, "interleaved(8)") for e, spec in ENTRIES.items() if spec[4]
 ]
+GRAINS = ("site", "row")
 
 
 def _flags(dims: dict, consts: dict) -> list[str]:
@@ -62,16 +64,17 @@ def _flags(dims: dict, consts: dict) -> list[str]:
 
 @pytest.fixture(scope="module")
 def envelope_of(tmp_path_factory):
-    """Each entry calibrated once, at 64 bits over two samples: its envelope's path."""
+    """Each entry calibrated once a grain, at 64 bits over two samples: its envelope's
+    path."""
     out = tmp_path_factory.mktemp("envelopes")
 
     @cache
-    def calibrated(name: str) -> str:
+    def calibrated(name: str, grain: str = "site") -> str:
         path, entry, dims, consts, _ = ENTRIES[name]
         env = out / f"{len(list(out.iterdir()))}.json"
         argv = ["calibrate", "--precision", str(REPO / path), "--entry", entry]
         argv += [*_flags(dims, consts), "--bits", "64", "--samples", "2", "--workers", "1"]
-        assert main([*argv, "--out", str(env)]) == 0
+        assert main([*argv, "--grain", grain, "--out", str(env)]) == 0
         return str(env)
 
     return calibrated
@@ -89,10 +92,11 @@ def _realization(name: str, realize: str) -> Realization:
     return Realization("f32", order={site: realize}, spelling=f"@{realize}")
 
 
+@pytest.mark.parametrize("grain", GRAINS)
 @pytest.mark.parametrize(("name", "realize"), CASES, ids=[f"{e}-{r}" for e, r in CASES])
-def test_bound_is_at_least_the_measured_gap(name, realize, envelope_of):
+def test_bound_is_at_least_the_measured_gap(name, realize, grain, envelope_of):
     core = _core(name)
-    envelope = read_envelope(envelope_of(name))
+    envelope = read_envelope(envelope_of(name, grain))
     r = _realization(name, realize)
     gap = measured_gap(core, envelope, r, "kernel")
     propagation = Propagation(core, envelope, r)

@@ -3,11 +3,16 @@ realization can be from the exact denotation, over an envelope's samples.
 
 Every value carries a `Bound`: a ceiling on |v| (the envelope's magnitude at its site,
 or for an argument the largest over the samples) and a ceiling on |executed(v) −
-exact(v)| by part (presk/precision/rules.py). The entry runs on the host of the
-executors (presk/backends/host.py), so calls, folds, records and tuples are walked as
-the reference walks them, with a `Bound` in place of each buffer: a fold's layers run
-one after the other and carry their errors along, and every layer reads the one site.
-Each primitive adds what its rule says, and each stored value its rounding in its type.
+exact(v)| by part (presk/precision/rules.py), each an array over the value's rows, or
+channels, as finely as the envelope's grain keeps them (one number for `--grain site`).
+The entry runs on the host of the executors (presk/backends/host.py), so calls, folds,
+records and tuples are walked as the reference walks them, with a `Bound` in place of
+each buffer: a fold's layers run one after the other and carry their errors along, and
+every layer reads the one site.
+Each primitive adds what its rule says, and each stored value its rounding in its type:
+a row's own, not the site's largest, from a grain envelope. A result's errors are then
+kept at the grain of its site (the largest over each row), which bounds the memory a
+value's parts take.
 
 The bound is conditional on the envelope and says nothing about a model's quality: it
 bounds the distance of an execution to the denotation over the envelope's inputs.
@@ -31,7 +36,7 @@ from presk.precision.envelope import Envelope, SiteEnvelope
 from presk.precision.rules import RULES, UNIT, Err, Operand, Step, plus, total, widest
 from presk.precision.samples import sample_arguments, sample_seed
 from presk.prims import exact
-from presk.prims.base import Apply
+from presk.prims.base import Apply, aligned
 from presk.quantize import parameter_values
 from presk.realize import Realization
 from presk.runtime.values import Tensor, Value, leaves, map_leaves
@@ -44,32 +49,99 @@ LARGEST = {t: float(ml_dtypes.finfo(MACHINES[t].storage).max) for t in WIDTH}
 class Bound:
     """A tensor as the propagation sees it, in place of its buffer (so `shape` and a
     layer's slice, which is all the host asks of a buffer): a ceiling on its magnitude,
-    its error by part, and the type it is stored in (None for an index or a mask)."""
+    its error by part, and the type it is stored in (None for an index or a mask). The
+    arrays have one axis for each of the value's, of its size or 1 (rules.py)."""
 
     shape: tuple[int, ...]
-    mag: float
+    mag: np.ndarray
     err: Err
     stored: str | None
 
-    def __getitem__(self, layer: int) -> Bound:  # a fold's layer: every layer's ceilings
-        return replace(self, shape=self.shape[1:])
+    def __getitem__(self, layer: int) -> Bound:  # a fold's layer
+        def one(a: np.ndarray) -> np.ndarray:
+            return a[layer if a.shape[0] > 1 else 0]
+
+        return Bound(
+            self.shape[1:], one(self.mag), {w: one(e) for w, e in self.err.items()}, self.stored
+        )
+
+
+def _nothing(shape: tuple[int, ...]) -> Bound:
+    """An index or a mask: no magnitude, no error."""
+    return Bound(shape, np.zeros((1,) * len(shape)), {}, None)
 
 
 def _stacked(layers: list[Bound]) -> Bound:
     """Layers' bounds as their stack's (a fold's backward pass returns one)."""
     first = layers[0]
+
+    def stack(arrays: list[np.ndarray]) -> np.ndarray:
+        return np.stack(np.broadcast_arrays(*arrays))
+
+    zero = np.zeros(())
+    parts = {w for b in layers for w in b.err}
     return Bound(
         (len(layers), *first.shape),
-        max(b.mag for b in layers),
-        widest(*(b.err for b in layers)),
+        stack([b.mag for b in layers]),
+        {w: stack([b.err.get(w, zero) for b in layers]) for w in parts},
         first.stored,
     )
+
+
+def _widest(bounds: list[Bound]) -> Bound:
+    """One bound over several values of one shape: the largest magnitude and error."""
+    first = bounds[0]
+    return replace(
+        first,
+        mag=np.maximum.reduce([b.mag for b in bounds]),
+        err=widest(*(b.err for b in bounds)),
+    )
+
+
+def at_grain(a, rank: int, grain: str) -> np.ndarray:
+    """`a` (broadcastable to a value of `rank` axes) as the grain keeps it: the largest
+    over each row ("row": all axes but the last), channel (the last axis) or the whole
+    value ("site"); one axis for each of the value's."""
+    a = np.asarray(a, dtype=np.float64)
+    a = a.reshape((1,) * (rank - a.ndim) + a.shape)
+    axes = {"row": (rank - 1,), "channel": tuple(range(rank - 1))}.get(grain, range(rank))
+    return np.max(a, axis=tuple(axes), keepdims=True) if rank else a
+
+
+def _grain_kind(site: SiteEnvelope) -> str:
+    return site.grain.kind if site.grain is not None else "site"
+
+
+def _per_grain(site: SiteEnvelope, whole: float, grain: tuple[float, ...] | None, shape):
+    """A site's number (its magnitude, or a rounding) at this call, by its grain: a row's
+    own for "row", a channel's for "channel", else the site's. A site's calls may differ in
+    shape: calibration merged them position by position, so the first rows (or channels)
+    are this call's ceilings."""
+    kind = _grain_kind(site)
+    rank = len(shape)
+    if grain is None or kind == "site" or not rank:
+        return np.full((1,) * rank, whole)
+    lead = shape[:-1] if kind == "row" else (1,) * (rank - 1)
+    last = 1 if kind == "row" else shape[-1]
+    count = math.prod(lead) * last
+    if count > len(grain):  # not this site's shape: the site's largest is the ceiling
+        return np.full((1,) * rank, whole)
+    return np.asarray(grain[:count]).reshape(*lead, last)
 
 
 @dataclass(frozen=True)
 class Result:
     bound: float  # the ceiling on the output's largest elementwise gap
-    parts: Err  # its parts, by site (or argument) where each was committed
+    parts: dict[str, float]  # its parts at that element, by site (or argument)
+
+
+def _worst(err: Err) -> Result:
+    """The element whose ceiling is largest, and the parts of its ceiling."""
+    if not err:
+        return Result(0.0, {})
+    parts = dict(zip(err, np.broadcast_arrays(*err.values()), strict=True))
+    at = np.unravel_index(np.argmax(total(parts)), np.shape(next(iter(parts.values()))))
+    return Result(float(total(parts)[at]), {w: float(e[at]) for w, e in parts.items()})
 
 
 class Propagation:
@@ -89,32 +161,45 @@ class Propagation:
         out = host.call(view.entry, self.arguments, CallContext())
         worst = Result(0.0, {})
         for _, t in leaves(out):
-            if t.type.kind == "real" and total(t.data.err) >= worst.bound:
-                worst = Result(total(t.data.err), t.data.err)
+            if t.type.kind == "real":
+                found = _worst(t.data.err)
+                worst = found if found.bound >= worst.bound else worst
         return worst
 
     def _apply(self, model: str, op, ins: list[Tensor], ctx: CallContext, draw) -> Tensor:
         if op.type.kind != "real":
-            return Tensor(op.type, Bound(op.type.shape, 0.0, {}, None))
+            return Tensor(op.type, _nothing(op.type.shape))
         site = self._site(op.site)
         machine = MACHINES[self.realization.type_at(op.site)]
         stored = storage_of(op.type, machine)
         rule = RULES[op.prim.name]
+        shape = op.type.shape
+        mag = _per_grain(site, site.magnitude, site.grain and site.grain.magnitude, shape)
+        operands = [_loaded(t, machine, op.site) for t in ins]
+        if rule.pointwise:
+            operands = [_aligned(x, t.type, op.type) for x, t in zip(operands, ins, strict=True)]
         step = Step(
-            ins=[_loaded(t, machine, op.site) for t in ins],
-            mag=site.magnitude,
+            ins=operands,
+            mag=mag,
             sums=site.sum,
             model=model,
             u=UNIT[self.realization.accum.get(op.site, machine.arith_name)],
             order=self.realization.order.get(op.site),
             row=_row(op, ins),
+            axis=_axis(op),
             terms=self._terms(op, ins),
+            apply=partial(_reference, op.prim, self._application(op, ins)),
         )
         committed = rule.own(step)
         if rule.stores:
-            committed += _store_rounding(site, stored, machine.arith_name, model)
-        err = plus(rule.carry(step), {op.site: committed} if committed else {})
-        return Tensor(op.type, Bound(op.type.shape, site.magnitude, err, stored))
+            committed = committed + _store_rounding(site, stored, machine.arith_name, model, mag)
+        own = {op.site: committed} if np.any(committed) else {}
+        kind = _grain_kind(site)
+        err = {w: at_grain(e, len(shape), kind) for w, e in plus(rule.carry(step), own).items()}
+        return Tensor(op.type, Bound(shape, mag, err, stored))
+
+    def _application(self, op, ins: list[Tensor]) -> Apply:
+        return Apply(op.attrs, [t.type for t in ins], op.type, op.site, False, None)
 
     def _terms(self, op, ins: list[Tensor]) -> int:
         """The primitive's terms per output element at this call (calibration's `work`):
@@ -122,8 +207,7 @@ class Propagation:
         shapes = tuple(t.type.shape for t in ins)
         key = (op.site, shapes)
         if key not in self._works:
-            ap = Apply(op.attrs, [t.type for t in ins], op.type, op.site, False, None)
-            self._works[key] = work(op.prim, ap)
+            self._works[key] = work(op.prim, self._application(op, ins))
         return self._works[key]
 
     def _site(self, site: str) -> SiteEnvelope:
@@ -136,17 +220,34 @@ class Propagation:
         return found
 
 
-def _store_rounding(site: SiteEnvelope, stored: str, arith: str, model: str) -> float:
+def _reference(prim, ap: Apply, arrays: list[np.ndarray]) -> np.ndarray:
+    """The primitive's exact reference run on float64 arrays (the operands' bounds,
+    broadcast to their shapes): a move moves them, a sum of non-negative terms adds them."""
+    full = [np.broadcast_to(a, t.shape) for a, t in zip(arrays, ap.in_types, strict=True)]
+    return np.asarray(prim.reference(ap, full), dtype=np.float64)
+
+
+def _aligned(x: Operand, t, out) -> Operand:
+    """An operand of a pointwise primitive with its arrays aligned to the result's axes."""
+
+    def one(a: np.ndarray) -> np.ndarray:
+        return aligned(np.broadcast_to(a, t.shape), t, out)
+
+    return replace(x, mag=one(x.mag), err={w: one(e) for w, e in x.err.items()})
+
+
+def _store_rounding(site: SiteEnvelope, stored: str, arith: str, model: str, mag: np.ndarray):
     """A computed value rounded to its type at its store, after its arithmetic's own
     rounding when that is wider (a bf16 kernel computes in f32). The bounds charge
     u_t·mag, which holds for the value computed; rss, an estimate, the envelope's
-    largest rounding of the exact values, where it has one."""
+    largest rounding of the exact values (the row's, from a grain envelope)."""
     if site.magnitude > LARGEST[stored]:
         return math.inf  # the value overflows its type
-    first = UNIT[arith] * site.magnitude if arith != stored else 0.0
+    first = UNIT[arith] * mag if arith != stored else 0.0
     if model == "rss" and stored in site.rounding:
-        return first + site.rounding[stored]
-    return first + UNIT[stored] * site.magnitude
+        grain = site.grain.rounding[stored] if site.grain is not None else None
+        return first + _per_grain(site, site.rounding[stored], grain, mag.shape)
+    return first + UNIT[stored] * mag
 
 
 def _loaded(t: Tensor, machine, site: str) -> Operand:
@@ -156,14 +257,19 @@ def _loaded(t: Tensor, machine, site: str) -> Operand:
     err = b.err
     if b.stored is not None:
         load = storage_of(t.type, machine)
-        if WIDTH[b.stored] > WIDTH[load] and b.mag > 0:
+        if WIDTH[b.stored] > WIDTH[load] and np.any(b.mag > 0):
             err = plus(err, {site: UNIT[load] * b.mag})
     return Operand(b.mag, err, t.type.size)
 
 
+def _axis(op) -> int | None:
+    """The axis of the row a row-wise primitive reads (None for any other)."""
+    return op.attrs.get("axis") if isinstance(op.attrs, dict) else None
+
+
 def _row(op, ins: list[Tensor]) -> int:
     """The length of the row a row-wise primitive reads (1 for any other)."""
-    axis = op.attrs.get("axis") if isinstance(op.attrs, dict) else None
+    axis = _axis(op)
     return ins[0].type.shape[axis] if axis is not None and ins else 1
 
 
@@ -173,7 +279,8 @@ def _row(op, ins: list[Tensor]) -> int:
 def arguments(core: Core, envelope: Envelope, realization: Realization) -> list[Value]:
     """The entry's arguments as bounds: each leaf's largest magnitude over the envelope's
     samples and its rounding to what the machine backends run it in (a parameter's own
-    type or integer weights, else the kernels' type), named by its path."""
+    type or integer weights, else the kernels' type), named by its path, at the envelope's
+    grain."""
     meta = envelope.meta
     reference = core.lower("f64").compile("interp", bits=meta.bits)
     names = core.view.entry_function.arg_names
@@ -182,7 +289,7 @@ def arguments(core: Core, envelope: Envelope, realization: Realization) -> list[
         values = reference.values(sample_arguments(core, meta, index))
         per_sample.append(
             [
-                _bounds(n, v, realization, i == 0 and _takes_params(core))
+                _bounds(n, v, realization, i == 0 and _takes_params(core), meta.grain)
                 for i, (n, v) in enumerate(zip(names, values, strict=True))
             ]
         )
@@ -193,14 +300,14 @@ def _takes_params(core: Core) -> bool:
     return "psk.module" in core.view.attrs
 
 
-def _bounds(name: str, value: Value, r: Realization, params: bool) -> Value:
+def _bounds(name: str, value: Value, r: Realization, params: bool, grain: str) -> Value:
     realized = parameter_values(value, r) if params else value
     default = MACHINES[r.default]
     mine = dict(leaves(realized))
 
     def one(path: str, t: Tensor) -> Tensor:
         if t.type.kind != "real":
-            return Tensor(t.type, Bound(t.type.shape, 0.0, {}, None))
+            return Tensor(t.type, _nothing(t.type.shape))
         x = np.asarray(t.data, dtype=np.float64)
         key = path[len(name) + 1 :] if params else path
         if params and key in r.params:
@@ -210,9 +317,10 @@ def _bounds(name: str, value: Value, r: Realization, params: bool) -> Value:
         else:
             stored = storage_of(t.type, default)
             y = to_storage(x, stored).astype(np.float64)
-        gap = float(np.max(np.abs(y - x), initial=0.0))
-        mag = float(np.max(np.abs(x), initial=0.0))
-        return Tensor(t.type, Bound(t.type.shape, mag, {path: gap} if gap else {}, stored))
+        rank = x.ndim
+        gap = at_grain(np.abs(y - x), rank, grain)
+        mag = at_grain(np.abs(x), rank, grain)
+        return Tensor(t.type, Bound(t.type.shape, mag, {path: gap} if np.any(gap) else {}, stored))
 
     return map_leaves(one, value, name)
 
@@ -221,7 +329,7 @@ def _merged(samples: list[Value]) -> Value:
     """One argument's bounds over the samples: the largest magnitude and error."""
     first = samples[0]
     if isinstance(first, Tensor):
-        return Tensor(first.type, _stacked([s.data for s in samples])[0])
+        return Tensor(first.type, _widest([s.data for s in samples]))
     if isinstance(first, dict):
         return {k: _merged([s[k] for s in samples]) for k in first}
     return tuple(_merged([s[i] for s in samples]) for i in range(len(first)))

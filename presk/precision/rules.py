@@ -8,9 +8,18 @@ operands' errors to its result (first-order derivative bounds from the magnitude
 `own`, the rounding it commits computing the result before it is stored; `stores` says
 whether the result is computed (rounded at its store) or only moved.
 
-Magnitudes are per site (the envelope's max |v|), so a relative rule takes a value's
-error as proportional to its magnitude: rel(v) = err(v) / mag(v). That is exact for a
-value rounded once and the envelope's assumption after that (docs/precision.md).
+Magnitudes and errors are numpy arrays that broadcast to their value's shape, one axis
+for each of its axes: of size 1 everywhere from a site's envelope (one number a value),
+along the last axis from a `--grain row` envelope (one number a row), along the others
+from `--grain channel` (one a channel). The scalar case is the one-element array, so every
+rule has one form. A pointwise rule reads its operands aligned to its result; a move and a
+sum carry each part through the primitive's own reference (`Step.apply`), so a
+contraction's output row gathers the rows it reads; where a primitive's rows do not map
+simply (an embedding's gather, max's derivative) a rule takes the largest over them.
+
+A relative rule takes a value's error as proportional to its magnitude: rel(v) = err(v) /
+mag(v). That is exact for a value rounded once and the envelope's assumption after that
+(docs/precision.md).
 """
 
 from __future__ import annotations
@@ -18,24 +27,33 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import reduce
+
+import numpy as np
 
 UNIT = {"f64": 2.0**-53, "f32": 2.0**-24, "bf16": 2.0**-8}  # unit roundoff u_t
 MODELS = ("k", "normwise", "cond", "rss")
 LIBM = 2  # ulps of a C library function (glibc's exp, log, tanh, erf, … are within 1)
 
-Err = dict[str, float]  # where an error was committed -> its share of the ceiling
+Err = dict[str, np.ndarray]  # where an error was committed -> its share of the ceiling
 
 
 def plus(*errs: Err) -> Err:
     out: Err = {}
     for e in errs:
         for where, x in e.items():
-            out[where] = out.get(where, 0.0) + x
+            out[where] = out[where] + x if where in out else x
     return out
 
 
-def scaled(e: Err, c: float) -> Err:
-    return {where: x * c for where, x in e.items()} if c else {}
+def _times(x: np.ndarray, c) -> np.ndarray:
+    """x·c, where a zero error stays zero whatever carries it (0·∞ = 0)."""
+    with np.errstate(invalid="ignore"):
+        return np.where(x == 0, 0.0, np.multiply(x, c))
+
+
+def scaled(e: Err, c) -> Err:
+    return {where: _times(x, c) for where, x in e.items()}
 
 
 def widest(*errs: Err) -> Err:
@@ -43,12 +61,18 @@ def widest(*errs: Err) -> Err:
     out: Err = {}
     for e in errs:
         for where, x in e.items():
-            out[where] = max(out.get(where, 0.0), x)
+            out[where] = np.maximum(out[where], x) if where in out else x
     return out
 
 
-def total(e: Err) -> float:
-    return math.fsum(e.values())
+def largest(e: Err) -> Err:
+    """Per part its largest element: where the elements a result reads cannot be told."""
+    return {where: np.max(x) for where, x in e.items()}
+
+
+def total(e: Err) -> np.ndarray:
+    """The ceiling at each element: the parts added."""
+    return reduce(np.add, e.values(), np.zeros(()))
 
 
 def gamma(n: int, u: float) -> float:
@@ -69,33 +93,39 @@ def additions(order: str | None, k: int) -> int:
 
 @dataclass(frozen=True)
 class Operand:
-    mag: float
+    mag: np.ndarray
     err: Err
     size: int  # elements
 
 
 @dataclass(frozen=True)
 class Step:
-    """One op to bound: its real operands as loaded into its type, its result's magnitude
-    (the envelope's), the site's sums, the model, the unit roundoff of its arithmetic
-    (of its accumulator, for a sum) and its sum order."""
+    """One op to bound: its real operands as loaded into its type (aligned to its result
+    for a pointwise rule), its result's magnitude (the envelope's), the site's sums, the
+    model, the unit roundoff of its arithmetic (of its accumulator, for a sum) and its sum
+    order."""
 
     ins: list[Operand]
-    mag: float
+    mag: np.ndarray
     sums: object  # the envelope's SumStats, or None
     model: str
     u: float
     order: str | None
     row: int  # the length of the row a row-wise primitive (softmax, cross_entropy) reads
+    axis: int | None  # the axis of that row
     terms: int  # k: the terms of each output element of a sum, at this call
+    # The primitive itself on non-negative arrays broadcast to its operands' shapes (its
+    # exact reference, in float64): how a move or a sum carries a per-row quantity.
+    apply: Callable[[list[np.ndarray]], np.ndarray]
 
 
-def _relative(s: Step, i: int, power: float = 1.0) -> Err:
-    """Operand i's error carried relatively: rel(result) gains |power|·rel(operand)."""
+def _relative(s: Step, i: int, power=1.0, at_zero=math.inf) -> Err:
+    """Operand i's error carried relatively: rel(result) gains |power|·rel(operand);
+    where the operand is exactly zero, its error times `at_zero`."""
     x = s.ins[i]
-    if not x.err:
-        return {}
-    return scaled(x.err, abs(power) * s.mag / x.mag if x.mag > 0 else math.inf)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        factor = np.where(x.mag > 0, np.abs(power) * s.mag / x.mag, at_zero)
+    return scaled(x.err, factor)
 
 
 def _moved(s: Step) -> Err:
@@ -111,12 +141,10 @@ def _added(s: Step) -> Err:
 
 
 def _product(s: Step) -> Err:
-    """rel(ab) = rel(a) + rel(b); an operand exactly zero everywhere carries its error
-    times the other's magnitude."""
+    """rel(ab) = rel(a) + rel(b); an operand exactly zero carries its error times the
+    other's magnitude."""
     a, b = s.ins
-    left = _relative(s, 0) if a.mag > 0 else scaled(a.err, b.mag)
-    right = _relative(s, 1) if b.mag > 0 else scaled(b.err, a.mag)
-    return plus(left, right)
+    return plus(_relative(s, 0, at_zero=b.mag), _relative(s, 1, at_zero=a.mag))
 
 
 def _quotient(s: Step) -> Err:
@@ -127,8 +155,9 @@ def _quotient(s: Step) -> Err:
 def _power(s: Step) -> Err:
     """d(a^b) = a^b·(b·da/a + ln a·db)."""
     a, b = s.ins
-    log_a = abs(math.log(a.mag)) if a.mag > 0 else math.inf
-    return plus(_relative(s, 0, b.mag), scaled(b.err, s.mag * log_a if b.err else 0))
+    with np.errstate(divide="ignore"):
+        log_a = np.where(a.mag > 0, np.abs(np.log(a.mag)), math.inf)
+    return plus(_relative(s, 0, b.mag), scaled(b.err, s.mag * log_a))
 
 
 def _exp(s: Step) -> Err:
@@ -137,29 +166,39 @@ def _exp(s: Step) -> Err:
 
 def _log(s: Step) -> Err:
     x = s.ins[0]
-    return scaled(x.err, 1 / x.mag if x.mag > 0 else math.inf)  # d log x = dx / x
+    with np.errstate(divide="ignore"):
+        return scaled(x.err, np.where(x.mag > 0, 1 / x.mag, math.inf))  # d log x = dx / x
 
 
 def _sqrt(s: Step) -> Err:
     return _relative(s, 0, 0.5)  # rel(√x) = rel(x) / 2
 
 
+def _row_max(s: Step, a: np.ndarray, keep: bool = True) -> np.ndarray:
+    """The largest of `a` along the row a row-wise primitive reads: every element of a
+    row may move every result in it."""
+    return np.max(a, axis=s.axis, keepdims=keep)
+
+
 def _softmax(s: Step) -> Err:
     """The Jacobian of softmax is diag(p) − ppᵀ, whose ∞-norm is max_i 2·p_i·(1 − p_i)
-    ≤ 1/2: half the logits' error reaches the probabilities (the mask is exact)."""
-    return scaled(s.ins[0].err, 0.5)
+    ≤ 1/2: half the largest of a row's logits' errors reaches its probabilities (the
+    mask is exact)."""
+    return {where: 0.5 * _row_max(s, e) for where, e in s.ins[0].err.items()}
 
 
 def _cross_entropy(s: Step) -> Err:
     """∂/∂x of logsumexp(x) − x_t is softmax(x) − onehot(t), of 1-norm 2·(1 − p_t) ≤ 2."""
-    return scaled(s.ins[0].err, 2.0)
+    return {where: 2.0 * _row_max(s, e, keep=False) for where, e in s.ins[0].err.items()}
 
 
 def _cross_entropy_vjp(s: Step) -> Err:
     """(softmax(x) − onehot(t))·ct: the softmax's rule times |ct|, plus ct's error (the
-    factor's magnitude is at most 1)."""
+    factor's magnitude is at most 1), the cotangent repeated along the row."""
     logits, _, ct = s.ins
-    return plus(scaled(logits.err, 0.5 * ct.mag), ct.err)
+    along = np.expand_dims(ct.mag, s.axis)
+    softmax = {where: _times(0.5 * _row_max(s, e), along) for where, e in logits.err.items()}
+    return plus(softmax, {where: np.expand_dims(e, s.axis) for where, e in ct.err.items()})
 
 
 def _factor(s: Step, i: int, other: float) -> float:
@@ -176,31 +215,73 @@ def _factor(s: Step, i: int, other: float) -> float:
     return (sums.factors[i] if sums else k * other) if s.model == "cond" else rss
 
 
+def _carried(s: Step, i: int, other: float, scale: float = 1.0) -> Err:
+    """Operand i's error through a sum of terms xᵢ·wᵢ (`other` ≥ |wᵢ|): its largest times
+    the model's factor; and under cond and rss also term by term, by the primitive run on
+    the error and the other operands' magnitudes, Σ|δxᵢ|·|wᵢ| or √(scale·Σ(δxᵢ·wᵢ)²)
+    (`scale` the square of a coefficient the primitive applies, a mean's 1/k), an output
+    row gathering the rows it reads. Both are ceilings: the smaller is kept."""
+    factor = _factor(s, i, other)
+    mags = [x.mag for x in s.ins]
+    out: Err = {}
+    for where, e in s.ins[i].err.items():
+        out[where] = _times(np.max(e), factor)
+        if s.model == "cond":
+            out[where] = np.minimum(out[where], s.apply([*mags[:i], e, *mags[i + 1 :]]))
+        elif s.model == "rss":
+            squares = [m * m for m in mags]
+            run = s.apply([*squares[:i], e * e, *squares[i + 1 :]])
+            out[where] = np.minimum(out[where], np.sqrt(scale * run))
+    return out
+
+
 def _contracted(s: Step) -> Err:
-    """A contraction: each operand's error times its factor."""
+    """A contraction: each operand's error through its sums."""
     a, b = s.ins
-    return plus(scaled(a.err, _factor(s, 0, b.mag)), scaled(b.err, _factor(s, 1, a.mag)))
+    return plus(_carried(s, 0, float(np.max(b.mag))), _carried(s, 1, float(np.max(a.mag))))
 
 
 def _summed(s: Step) -> Err:
     """A plain sum: its terms are its operand's elements (w = 1)."""
-    return scaled(s.ins[0].err, _factor(s, 0, 1.0))
+    return _carried(s, 0, 1.0)
 
 
 def _mean(s: Step) -> Err:
     """A mean: its terms are xᵢ/k (w = 1/k), as the envelope records them."""
-    return scaled(s.ins[0].err, _factor(s, 0, 1 / s.terms))
+    return _carried(s, 0, 1 / s.terms, scale=1 / s.terms)
 
 
 def _scatter(s: Step) -> Err:
-    """embed_vjp: each table row a sum of up to one cotangent row per token."""
-    return scaled(s.ins[0].err, s.ins[1].size)
+    """embed_vjp: each table row a sum of up to one cotangent row per token (which rows,
+    the tokens say: the largest of the cotangent's)."""
+    return scaled(largest(s.ins[0].err), s.ins[1].size)
+
+
+def _moved_through(s: Step) -> Err:
+    """Data moved, not computed: the primitive moves each part of its first operand's
+    error as it moves the values (the other operands give a shape, no error)."""
+    rest = [x.mag for x in s.ins[1:]]
+    return {where: s.apply([e, *rest]) for where, e in s.ins[0].err.items()}
+
+
+def _moved_anywhere(s: Step) -> Err:
+    """Data moved to places its operands' values choose (max's derivative): rows do not
+    map, so each part's largest, everywhere."""
+    return widest(*(largest(x.err) for x in s.ins))
+
+
+def _gathered(s: Step) -> Err:
+    """embed: each result row is some row of the table (the tokens say which), so it
+    carries the largest error of each of the table's columns."""
+    table, tokens = s.ins
+    lead = (1,) * tokens.mag.ndim
+    return {where: np.max(e, axis=0).reshape(lead + e.shape[1:]) for where, e in table.err.items()}
 
 
 # ---- what a primitive commits itself, before its store ----
 
 
-def _ulps(n: float) -> Callable[[Step], float]:
+def _ulps(n: float) -> Callable[[Step], np.ndarray]:
     """n roundings (or ulps of a C library function) beyond a correctly rounded result."""
     return lambda s: n * s.u * s.mag
 
@@ -209,69 +290,79 @@ def _none(s: Step) -> float:
     return 0.0
 
 
-def _sum_rounding(s: Step) -> float:
-    """Higham: a sum's c additions err by at most γ_c·Σ|xᵢ| (without the envelope's
-    sums, Σ|xᵢ| ≤ k·max|x|)."""
-    abs_sum = s.sums.abs_sum if s.sums else s.terms * s.ins[0].mag
-    return gamma(additions(s.order, s.terms), s.u) * abs_sum
+def _abs_sum(s: Step) -> np.ndarray:
+    """Σ|xᵢwᵢ| at each output element: the primitive run on its operands' magnitudes,
+    or the envelope's (its largest), whichever is smaller."""
+    termwise = s.apply([x.mag for x in s.ins])
+    return termwise if s.sums is None else np.minimum(s.sums.abs_sum, termwise)
 
 
-def _mean_rounding(s: Step) -> float:
-    """The sum's, then its division by k (the envelope's terms are xᵢ/k already)."""
-    terms = s.terms
-    abs_sum = s.sums.abs_sum if s.sums else s.ins[0].mag
-    return gamma(additions(s.order, terms), s.u) * abs_sum + s.u * s.mag
+def _sum_rounding(s: Step) -> np.ndarray:
+    """Higham: a sum's c additions err by at most γ_c·Σ|xᵢ|."""
+    return gamma(additions(s.order, s.terms), s.u) * _abs_sum(s)
 
 
-def _contraction_rounding(s: Step) -> float:
+def _mean_rounding(s: Step) -> np.ndarray:
+    """The sum's, then its division by k (the terms are xᵢ/k)."""
+    return gamma(additions(s.order, s.terms), s.u) * _abs_sum(s) + s.u * s.mag
+
+
+def _contraction_rounding(s: Step) -> np.ndarray:
     """γ_{c+1}·Σ|xᵢwᵢ|: each term's product, then its c additions."""
-    return gamma(additions(s.order, s.terms) + 1, s.u) * s.sums.abs_sum
+    return gamma(additions(s.order, s.terms) + 1, s.u) * _abs_sum(s)
 
 
 def _scatter_rounding(s: Step) -> float:
     tokens = s.ins[1].size
-    return gamma(tokens - 1, s.u) * tokens * s.ins[0].mag
+    return gamma(tokens - 1, s.u) * tokens * float(np.max(s.ins[0].mag))
 
 
-def _gelu_rounding(s: Step) -> float:
+def _gelu_rounding(s: Step) -> np.ndarray:
     """x·½·(1 + erf(x/√2)): four roundings of at most |x|, and erf's ulps times |x|/2."""
     return 5 * s.u * s.ins[0].mag
 
 
-def _softmax_rounding(s: Step) -> float:
+def _softmax_rounding(s: Step) -> np.ndarray:
     """exp(x − max) over its row's sum: relative 2·|x − max| ≤ 4·mag(x) from the
     subtractions (in the numerator and the sum), exp's 2 ulps twice, the sum's n − 1
     additions, the division's 1."""
-    return s.u * s.mag * (4 * s.ins[0].mag + s.row + 4)
+    return s.u * s.mag * (4 * _row_max(s, s.ins[0].mag) + s.row + 4)
 
 
-def _cross_entropy_rounding(s: Step) -> float:
+def _cross_entropy_rounding(s: Step) -> np.ndarray:
     """max + log S − x_t, S = Σ exp(x − max): S relatively within 2·mag(x) (the
     subtractions) + 2 (exp's ulps) + n − 1 (its additions); log's ulps of log S ≤ log n;
     then the addition of max and the subtraction of x_t."""
-    m, logn = s.ins[0].mag, math.log(s.row)
+    m, logn = _row_max(s, s.ins[0].mag, keep=False), math.log(s.row)
     return s.u * (2 * m + 2 + s.row - 1 + LIBM * logn + (m + logn) + s.mag)
 
 
-def _cross_entropy_vjp_rounding(s: Step) -> float:
+def _cross_entropy_vjp_rounding(s: Step) -> np.ndarray:
     """softmax's rounding (of probabilities at most 1) times |ct|, then the product."""
-    return s.u * s.ins[2].mag * (4 * s.ins[0].mag + s.row + 4) + s.u * s.mag
+    logits, _, ct = s.ins
+    along = np.expand_dims(ct.mag, s.axis)
+    return s.u * along * (4 * _row_max(s, logits.mag) + s.row + 4) + s.u * s.mag
 
 
 @dataclass(frozen=True)
 class Rule:
     carry: Callable[[Step], Err]
-    own: Callable[[Step], float] = _none
+    own: Callable[[Step], object] = _none
     stores: bool = True  # the result computed, so rounded to its type at its store
+    pointwise: bool = False  # its operands aligned to its result (broadcast by name)
 
 
-MOVED = Rule(_moved, stores=False)
-EXACT = Rule(_moved)  # computed without a rounding of its own: abs, neg, relu, max, …
+def _pointwise(carry: Callable[[Step], Err], own: Callable[[Step], object] = _none) -> Rule:
+    return Rule(carry, own, pointwise=True)
+
+
+MOVED = Rule(_moved_through, stores=False)
+EXACT = _pointwise(_moved)  # computed without a rounding of its own: abs, neg, relu, max, …
 
 RULES: dict[str, Rule] = {
     # values
-    "const": Rule(_moved),
-    "to_real": Rule(_moved),
+    "const": EXACT,
+    "to_real": EXACT,
     # elementwise
     "neg": EXACT,
     "abs": EXACT,
@@ -279,21 +370,21 @@ RULES: dict[str, Rule] = {
     "max": EXACT,
     "min": EXACT,
     "where": EXACT,
-    "sign": Rule(lambda s: {}),  # first-order: its derivative is 0 wherever it has one
-    "dropout": MOVED,  # the identity outside training
-    "add": Rule(_added),
-    "sub": Rule(_added),
-    "mul": Rule(_product),
-    "div": Rule(_quotient),
-    "pow": Rule(_power, _ulps(LIBM)),
-    "exp": Rule(_exp, _ulps(LIBM)),
-    "log": Rule(_log, _ulps(LIBM)),
-    "sqrt": Rule(_sqrt),
-    "tanh": Rule(_lipschitz(1.0), _ulps(LIBM)),
-    "sin": Rule(_lipschitz(1.0), _ulps(LIBM)),
-    "cos": Rule(_lipschitz(1.0), _ulps(LIBM)),
-    "erf": Rule(_lipschitz(2 / math.sqrt(math.pi)), _ulps(LIBM)),
-    "gelu": Rule(_lipschitz(1.13), _gelu_rounding),  # max |gelu'| = 1.1289…
+    "sign": _pointwise(lambda s: {}),  # first-order: its derivative is 0 wherever it has one
+    "dropout": Rule(_moved, stores=False, pointwise=True),  # the identity outside training
+    "add": _pointwise(_added),
+    "sub": _pointwise(_added),
+    "mul": _pointwise(_product),
+    "div": _pointwise(_quotient),
+    "pow": _pointwise(_power, _ulps(LIBM)),
+    "exp": _pointwise(_exp, _ulps(LIBM)),
+    "log": _pointwise(_log, _ulps(LIBM)),
+    "sqrt": _pointwise(_sqrt),
+    "tanh": _pointwise(_lipschitz(1.0), _ulps(LIBM)),
+    "sin": _pointwise(_lipschitz(1.0), _ulps(LIBM)),
+    "cos": _pointwise(_lipschitz(1.0), _ulps(LIBM)),
+    "erf": _pointwise(_lipschitz(2 / math.sqrt(math.pi)), _ulps(LIBM)),
+    "gelu": _pointwise(_lipschitz(1.13), _gelu_rounding),  # max |gelu'| = 1.1289…
     # contractions
     "dot": Rule(_contracted, _contraction_rounding),
     "matmul": Rule(_contracted, _contraction_rounding),
@@ -305,12 +396,12 @@ RULES: dict[str, Rule] = {
     "sum_to": Rule(_summed, _sum_rounding),
     "mean": Rule(_mean, _mean_rounding),
     "reduce_max": MOVED,
-    "reduce_max_vjp": MOVED,
+    "reduce_max_vjp": Rule(_moved_anywhere, stores=False),
     # rows
     "softmax": Rule(_softmax, _softmax_rounding),
     "cross_entropy": Rule(_cross_entropy, _cross_entropy_rounding),
     "cross_entropy_vjp": Rule(_cross_entropy_vjp, _cross_entropy_vjp_rounding),
-    "embed": MOVED,
+    "embed": Rule(_gathered, stores=False),
     "embed_vjp": Rule(_scatter, _scatter_rounding),
     # axes
     "split_heads": MOVED,
