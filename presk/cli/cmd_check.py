@@ -96,11 +96,15 @@ def _print_bounds(results: dict, gap: float | None, backend: str) -> None:
 
 def _print_sites(core, results: dict, count: int) -> None:
     """The `count` sites (or arguments) contributing most, ranked by cond's parts when
-    every model is printed, with their op and source line."""
+    every model is printed, with their op and source line; those that add nothing under
+    any model are left out."""
     if not count:
         return
     ranking = results.get("cond") or next(iter(results.values()))
-    top = sorted(ranking.parts, key=lambda w: -ranking.parts[w])[:count]
+    adds = [w for w in ranking.parts if any(r.parts.get(w, 0.0) > 0 for r in results.values())]
+    top = sorted(adds, key=lambda w: -ranking.parts[w])[:count]
+    if not top:
+        return
     where = _site_places(core)
     rows = [["site", "op", "line", *results]]
     for w in top:
