@@ -86,7 +86,7 @@ def load_text(text: str, name: str = "<text>") -> Program:
 class Program:
     """A checked program, the prelude joined: the stage before an entry is chosen."""
 
-    def __init__(self, tree: ast.Program):
+    def __init__(self, tree: ast.SourceTree):
         self.ast = tree
 
     def entries(self) -> list[str]:

@@ -228,7 +228,10 @@ class PrecisionDecl(Node):
 
 
 @dataclass
-class Program:
+class SourceTree:
+    """A whole program's syntax tree: its items by kind and in source order, and the
+    source texts they came from (the prelude's too)."""
+
     file: str
     text: str
     dims: list[tuple[str, Span]] = field(default_factory=list)

@@ -94,7 +94,7 @@ def parse_assignments(items: list[str] | None, flag: str, code: str) -> dict[str
     return out
 
 
-def check_dims(program: ast.Program, dims: dict[str, int]) -> None:
+def check_dims(program: ast.SourceTree, dims: dict[str, int]) -> None:
     declared = {n for n, _ in program.dims}
     for name in dims:
         if name not in declared:
@@ -104,7 +104,7 @@ def check_dims(program: ast.Program, dims: dict[str, int]) -> None:
             )
 
 
-def resolve_entry(program: ast.Program, entry: Entry, consts: dict[str, int]) -> Entry:
+def resolve_entry(program: ast.SourceTree, entry: Entry, consts: dict[str, int]) -> Entry:
     """A bare function name that is no top-level function names the module that has it:
     the only one, or the only one whose consts are exactly those `--const` binds."""
     if (
@@ -135,7 +135,7 @@ def resolve_entry(program: ast.Program, entry: Entry, consts: dict[str, int]) ->
     raise _unknown_entry(program, str(entry))
 
 
-def entry_consts(program: ast.Program, entry: Entry, consts: dict[str, int]) -> dict[str, int]:
+def entry_consts(program: ast.SourceTree, entry: Entry, consts: dict[str, int]) -> dict[str, int]:
     """The values of the entry module's consts, from the entry text and `--const`."""
     if entry.module is None:
         if entry.function not in program.functions:
@@ -196,21 +196,21 @@ def entry_consts(program: ast.Program, entry: Entry, consts: dict[str, int]) -> 
     return values
 
 
-def _unknown_entry(program: ast.Program, text: str) -> BindingError:
+def _unknown_entry(program: ast.SourceTree, text: str) -> BindingError:
     return BindingError(f"no entry '{text}' (entries: {_entry_list(program)})", code="E3001")
 
 
-def missing_entry(program: ast.Program) -> BindingError:
+def missing_entry(program: ast.SourceTree) -> BindingError:
     return BindingError(
         f"give the function to run with --entry (entries: {_entry_list(program)})", code="E3001"
     )
 
 
-def _entry_list(program: ast.Program) -> str:
+def _entry_list(program: ast.SourceTree) -> str:
     return ", ".join(available_entries(program)) or "none"
 
 
-def available_entries(program: ast.Program) -> list[str]:
+def available_entries(program: ast.SourceTree) -> list[str]:
     out = list(program.functions)
     for mod in program.modules.values():
         consts = "{" + ", ".join(mod.consts) + "}" if mod.consts else ""

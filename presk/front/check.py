@@ -45,7 +45,7 @@ class _Derivative:
 
 
 class _Checker:
-    def __init__(self, program: ast.Program):
+    def __init__(self, program: ast.SourceTree):
         self.p = program
         self.dims = {n for n, _ in program.dims}
         # The module each function is defined in (None: top level), by the node's id.
@@ -422,6 +422,6 @@ class _Checker:
             visit(name, m.span, 1)
 
 
-def check_program(program: ast.Program) -> None:
+def check_program(program: ast.SourceTree) -> None:
     """Raise the first SourceError (E2xxx) a program has without its sizes."""
     _Checker(program).run()

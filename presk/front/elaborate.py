@@ -129,7 +129,7 @@ class Signature:
 
 
 class Elaborator:
-    def __init__(self, program: ast.Program, dims: dict[str, int], ctx: ir.Context):
+    def __init__(self, program: ast.SourceTree, dims: dict[str, int], ctx: ir.Context):
         self.program = program
         self.dims = dims
         self.declared_dims = {n for n, _ in program.dims}
@@ -1098,7 +1098,7 @@ class Elaborated:
 
 
 def elaborate(
-    program: ast.Program,
+    program: ast.SourceTree,
     entry: Entry,
     dims: dict[str, int],
     consts: dict[str, int],
@@ -1139,7 +1139,7 @@ def parameter_type(*bindings) -> PskType | None:
     return ref.inst.params if ref.inst else None
 
 
-def _entry(program: ast.Program, entry: Entry, dims: dict, consts: dict, ctx: ir.Context):
+def _entry(program: ast.SourceTree, entry: Entry, dims: dict, consts: dict, ctx: ir.Context):
     """(the elaborator, the resolved entry, its function's reference): the entry's module
     instantiated, its functions not yet elaborated."""
     check_dims(program, dims)

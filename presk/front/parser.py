@@ -167,7 +167,7 @@ def _syntax_error(e: UnexpectedInput, file: str, text: str) -> SourceError:
     )
 
 
-def parse(text: str, file: str) -> ast.Program:
+def parse(text: str, file: str) -> ast.SourceTree:
     """Parse a whole PSK program. Raises SourceError (E1xxx) on bad syntax."""
     try:
         tree = _parser().parse(text)
@@ -237,7 +237,7 @@ class _Build(Transformer_NonRecursive):
 
     # ---- program ----
     def start(self, items):
-        prog = ast.Program(self.file, self.text)
+        prog = ast.SourceTree(self.file, self.text)
         for it in items:
             if it is None:
                 continue

@@ -17,11 +17,11 @@ FILE = "<prelude>"
 
 
 @cache
-def prelude() -> ast.Program:
+def prelude() -> ast.SourceTree:
     return parse(resources.files("presk").joinpath("prelude.psk").read_text(), FILE)
 
 
-def with_prelude(program: ast.Program) -> ast.Program:
+def with_prelude(program: ast.SourceTree) -> ast.SourceTree:
     """`program` with the prelude's modules and functions beside its own."""
     pre = prelude()
     for name, defn in [*program.modules.items(), *program.functions.items()]:

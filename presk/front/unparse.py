@@ -78,7 +78,7 @@ def _fn(f, indent: str) -> list[str]:
     return out
 
 
-def program(p: ast.Program) -> str:
+def program(p: ast.SourceTree) -> str:
     out: list[str] = []
     for item in p.items:
         if isinstance(item, ast.DimDecl):
