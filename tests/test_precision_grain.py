@@ -1,10 +1,11 @@
 """presk check --precision from a `--grain row` envelope, on a mixed realization of the
 corpus GPT: some sites bf16 (the attention logits, their scaling, the Linear contraction
-that starts the feed-forward), the rest f32.
+of the attention's output and the feed-forward), the rest f32.
 
-The GPT's head is zero-initialised, which makes every error upstream of it vanish from the
-loss; the parameters here are the initialised ones with the head drawn normal(0, 1/√D),
-so the attention and the feed-forward reach the loss.
+The parameters are the GPT's after 200 steps of `presk train` on the corpus text (D=32,
+H=2, L=2, T=16), stored in f32 in tests/data/gpt_trained200.npz (140 kB); the samples are
+the first training windows of the same text (`presk data`, regenerated here). Issue 15's
+bar: rss from a row envelope within 100× of the measured gap, and every bound at least it.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import json
 import math
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from presk import api
@@ -24,6 +24,8 @@ from presk.precision.rules import MODELS
 
 REPO = Path(__file__).resolve().parent.parent
 GPT = str(REPO / "corpus/nlp/05_gpt.psk")
+TEXTS = sorted(str(p) for p in (REPO / "corpus/nlp/data").glob("*.txt"))
+WEIGHTS = str(REPO / "tests/data/gpt_trained200.npz")
 CONSTS = {"D": 32, "H": 2, "L": 2}
 DIMS = {"B": 1, "T": 16}
 MIXED = {
@@ -44,17 +46,15 @@ def _sizes() -> list[str]:
 @pytest.fixture(scope="module")
 def gpt(tmp_path_factory):
     """The GPT's Core, its mixed realization, and an envelope a grain (2 samples, 64 bits)
-    measured on the drawn-head weights."""
+    measured on the trained weights and the text's first windows."""
     out = tmp_path_factory.mktemp("grain")
     core = api.load(GPT).elaborate("loss", DIMS, CONSTS)
-    params = core.params(0)
-    params["head"] = np.random.default_rng(0).normal(0, 1 / math.sqrt(CONSTS["D"]), (32, 256))
-    weights = out / "drawn_head.npz"
-    np.savez(weights, **params)
+    data = str(out / "text16.psk.d")
+    assert main(["data", *TEXTS, "--window", str(DIMS["T"]), "--out", data]) == 0
     envelopes = {}
     for grain in ("site", "row"):
         envelopes[grain] = str(out / f"{grain}.json")
-        argv = ["calibrate", "--precision", GPT, *_sizes(), "--weights", str(weights)]
+        argv = ["calibrate", "--precision", GPT, *_sizes(), "--weights", WEIGHTS, "--data", data]
         argv += ["--bits", "64", "--samples", "2", "--workers", "1", "--grain", grain]
         assert main([*argv, "--out", envelopes[grain]]) == 0
     realize = out / "mixed.json"
@@ -81,3 +81,12 @@ def test_a_row_grain_reaches_the_rules(gpt):
     core, realization, envelopes = gpt
     site, row = (Propagation(core, envelopes[g], realization).run("rss") for g in ("site", "row"))
     assert site.bound != row.bound
+
+
+def test_the_row_rss_estimate_is_within_100x_of_the_measured_gap(gpt):
+    """Issue 15's bar: the seed's per-site estimate was 1.1·10⁴× the measured gap."""
+    core, realization, envelopes = gpt
+    envelope = envelopes["row"]
+    gap = measured_gap(core, envelope, realization, "kernel")
+    estimate = Propagation(core, envelope, realization).run("rss").bound
+    assert gap <= estimate <= 100 * gap, (estimate, gap)

@@ -183,13 +183,18 @@ def _row_max(s: Step, a: np.ndarray, keep: bool = True) -> np.ndarray:
 def _softmax(s: Step) -> Err:
     """The Jacobian of softmax is diag(p) − ppᵀ, whose ∞-norm is max_i 2·p_i·(1 − p_i)
     ≤ 1/2: half the largest of a row's logits' errors reaches its probabilities (the
-    mask is exact)."""
-    return {where: 0.5 * _row_max(s, e) for where, e in s.ins[0].err.items()}
+    mask is exact). Under rss, the logits' errors independent, p_i's is at most
+    p_i·√((1 − p_i)² + Σ_{j≠i} p_j²) ≤ √2·p_i·(1 − p_i) ≤ √2/4 times theirs."""
+    c = math.sqrt(2) / 4 if s.model == "rss" else 0.5
+    return {where: c * _row_max(s, e) for where, e in s.ins[0].err.items()}
 
 
 def _cross_entropy(s: Step) -> Err:
-    """∂/∂x of logsumexp(x) − x_t is softmax(x) − onehot(t), of 1-norm 2·(1 − p_t) ≤ 2."""
-    return {where: 2.0 * _row_max(s, e, keep=False) for where, e in s.ins[0].err.items()}
+    """∂/∂x of logsumexp(x) − x_t is softmax(x) − onehot(t), of 1-norm 2·(1 − p_t) ≤ 2;
+    under rss, the logits' errors independent, of 2-norm √((1 − p_t)² + Σ_{j≠t} p_j²)
+    ≤ √2."""
+    c = math.sqrt(2) if s.model == "rss" else 2.0
+    return {where: c * _row_max(s, e, keep=False) for where, e in s.ins[0].err.items()}
 
 
 def _cross_entropy_vjp(s: Step) -> Err:
@@ -220,7 +225,10 @@ def _carried(s: Step, i: int, other: float, scale: float = 1.0) -> Err:
     the model's factor; and under cond and rss also term by term, by the primitive run on
     the error and the other operands' magnitudes, Σ|δxᵢ|·|wᵢ| or √(scale·Σ(δxᵢ·wᵢ)²)
     (`scale` the square of a coefficient the primitive applies, a mean's 1/k), an output
-    row gathering the rows it reads. Both are ceilings: the smaller is kept."""
+    row gathering the rows it reads; and in relative terms, the operand's relative error
+    times what the terms add up to, rel(x)·Σ|xᵢwᵢ| (cond) or, the terms' errors
+    independent, rel(x)·√Σ(xᵢwᵢ)² (rss), the envelope's sums. All are ceilings: the
+    smallest is kept."""
     factor = _factor(s, i, other)
     mags = [x.mag for x in s.ins]
     out: Err = {}
@@ -232,7 +240,21 @@ def _carried(s: Step, i: int, other: float, scale: float = 1.0) -> Err:
             squares = [m * m for m in mags]
             run = s.apply([*squares[:i], e * e, *squares[i + 1 :]])
             out[where] = np.minimum(out[where], np.sqrt(scale * run))
+        rel = _largest_relative(e, mags[i])
+        if s.sums is not None and s.model in _TERMS and math.isfinite(rel):
+            out[where] = np.minimum(out[where], rel * getattr(s.sums, _TERMS[s.model]))
     return out
+
+
+# What a sum's terms add up to, by model, for an operand's relative error (SumStats).
+_TERMS = {"cond": "abs_sum", "rss": "rss"}
+
+
+def _largest_relative(e: np.ndarray, mag: np.ndarray) -> float:
+    """A value's relative error at its largest, max err / max mag (∞, which says nothing,
+    for an error on a value that is exactly zero), as a relative rule takes it."""
+    largest, top = float(np.max(e)), float(np.max(mag))
+    return largest / top if top > 0 else (math.inf if largest > 0 else 0.0)
 
 
 def _contracted(s: Step) -> Err:
