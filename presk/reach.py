@@ -39,6 +39,7 @@ class _Reach:
             if op.operation.name == "func.func"
         }
         self.seen: dict = {}  # value -> its abstract value, or _MIXED
+        self.read_by: dict = {}  # a spelling -> the launch sites of the kernels reading it
 
     def note(self, value, abstract) -> None:
         before = self.seen.get(value, abstract)
@@ -78,6 +79,11 @@ class _Reach:
             return ins[0]
         if name == "func.call":
             return self.call(attrs["callee"].value, ins)
+        if name == "psk_kernel.launch" and isinstance(ins[0], tuple):
+            for a in ins[0]:
+                if isinstance(a, str):
+                    self.read_by.setdefault(a, set()).add(attrs["psk.site"].value)
+            return None
         if name in ("psk.fold", "psk.fold_fwd"):
             callee = attrs["callee"].value
             stack, carry = ins  # a layer of a stack carries the stack's spellings
@@ -100,9 +106,24 @@ def parameter_elements(module, spellings: dict[str, str]) -> dict:
     spelling (by its dotted path in `spellings`): value -> spelling."""
     if not spellings or "psk.module" not in module.attributes:
         return {}
+    reach = _run(module, spellings.get)
+    return {v: a for v, a in reach.seen.items() if isinstance(a, (str, Weights))}
+
+
+def parameter_readers(module) -> dict[str, set[str]]:
+    """By a parameter leaf's dotted path, the launch sites of a kernel-stage module's
+    kernels that read it, on any run (a shared function's runs each count): where the
+    precision solver charges a parameter's rounding."""
+    if "psk.module" not in module.attributes:
+        return {}
+    return _run(module, lambda path: path).read_by
+
+
+def _run(module, spelling) -> _Reach:
+    """The entry run abstractly, each parameter leaf spelled `spelling(path)`."""
     reach = _Reach(module)
     entry = reach.functions[module.attributes["psk.entry"].value]
     args = list(entry.regions[0].blocks[0].arguments)
-    record = build(psk_type(args[0]), lambda path, t: spellings.get(path))
+    record = build(psk_type(args[0]), lambda path, t: spelling(path))
     reach.call(entry.attributes["sym_name"].value, [record, *[None] * (len(args) - 1)])
-    return {v: a for v, a in reach.seen.items() if isinstance(a, (str, Weights))}
+    return reach

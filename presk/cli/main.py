@@ -32,6 +32,8 @@ COMMANDS: dict[str, str] = {
     "calibrate": "measure an entry's magnitude envelope (--precision) on the exact reference "
     "over samples",
     "check": "bound an entry's distance to its exact value under a realization (--precision)",
+    "solve": "choose the cheapest realization inside an error budget (--precision), measured "
+    "on the exact reference",
 }
 
 

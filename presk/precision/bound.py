@@ -32,7 +32,7 @@ from presk.backends.host import CallContext, Host
 from presk.errors import RealizationError
 from presk.kernel.machine import MACHINES, storage_of, to_storage
 from presk.precision.calibrate import work
-from presk.precision.envelope import Envelope, SiteEnvelope
+from presk.precision.envelope import Envelope, Meta, SiteEnvelope
 from presk.precision.rules import RULES, UNIT, Err, Operand, Step, plus, total, widest
 from presk.precision.samples import sample_arguments, sample_seed
 from presk.prims import exact
@@ -341,14 +341,35 @@ def _merged(samples: list[Value]) -> Value:
 def measured_gap(core: Core, envelope: Envelope, realization: Realization, backend: str) -> float:
     """The largest |native − exact| over the output's real elements and the envelope's
     samples; +∞ when a native element is not finite (an overflow is not a small gap)."""
+    exact_outs = [exact_output(core, envelope.meta, i) for i in sample_indices(envelope)]
+    return gap_to(exact_outs, core, envelope, realization, backend)
+
+
+def sample_indices(envelope: Envelope) -> range:
     meta = envelope.meta
+    return range(meta.first, meta.first + meta.samples)
+
+
+def exact_output(core: Core, meta: Meta, index: int) -> list[np.ndarray]:
+    """The output's real leaves on sample `index` of an envelope, from the exact reference
+    rounded to float64: what a measurement compares with (kept, since the reference is
+    the slow run)."""
     reference = core.lower("f64").compile("interp", bits=meta.bits)
+    out = _run(reference, sample_arguments(core, meta, index), sample_seed(meta, index))
+    return [exact.to_float64(x.data) for x in _real_leaves(out)]
+
+
+def gap_to(
+    exact_outs: list, core: Core, envelope: Envelope, realization: Realization, backend: str
+) -> float:
+    """The measured gap of `realization` on `backend` against the exact outputs of the
+    envelope's samples (`exact_output`, one a sample in order)."""
+    meta = envelope.meta
     native = core.lower(realization).compile(backend)
     gap = 0.0
-    for index in range(meta.first, meta.first + meta.samples):
-        args = sample_arguments(core, meta, index)
-        seed = sample_seed(meta, index)
-        gap = max(gap, _gap(_run(reference, args, seed), _run(native, args, seed)))
+    for index, xs in zip(sample_indices(envelope), exact_outs, strict=True):
+        out = _run(native, sample_arguments(core, meta, index), sample_seed(meta, index))
+        gap = max(gap, _gap(xs, _real_leaves(out)))
     return gap
 
 
@@ -356,13 +377,15 @@ def _run(compiled: Compiled, args: list, seed: int) -> Value:
     return compiled.backend.call(compiled.values(args), CallContext(seed=seed))
 
 
-def _gap(exact_out: Value, native_out: Value) -> float:
+def _real_leaves(value: Value) -> list[Tensor]:
+    return [t for _, t in leaves(value) if t.type.kind == "real" and t.type.size]
+
+
+def _gap(exact_outs: list[np.ndarray], native_outs: list[Tensor]) -> float:
     gap = 0.0
-    for (_, x), (_, y) in zip(leaves(exact_out), leaves(native_out), strict=True):
-        if x.type.kind != "real" or not x.type.size:
-            continue
-        y = np.asarray(y.data).astype(np.float64)
+    for x, t in zip(exact_outs, native_outs, strict=True):
+        y = np.asarray(t.data).astype(np.float64)
         if not np.all(np.isfinite(y)):
             return math.inf
-        gap = max(gap, float(np.max(np.abs(exact.to_float64(x.data) - y))))
+        gap = max(gap, float(np.max(np.abs(x - y))))
     return gap

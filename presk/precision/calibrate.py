@@ -304,15 +304,15 @@ def serially(job: Job, indices: list[int]) -> Iterator[tuple[int, dict]]:
         yield i, sample_sites(job, i)
 
 
-def on_processes(workers: int) -> Spread:
-    """Samples spread over `workers` local processes (started afresh: MLIR is not forked)."""
+def on_processes(workers: int, task=sample_sites) -> Spread:
+    """Samples spread over `workers` local processes (started afresh: MLIR is not forked),
+    `task(job, index)` run for each: a sample's sites, or another run of it (presk solve's
+    exact outputs)."""
 
-    def spread(job: Job, indices: list[int]) -> Iterator[tuple[int, dict]]:
+    def spread(job: Job, indices: list[int]) -> Iterator[tuple[int, object]]:
         pool = ProcessPoolExecutor(min(workers, len(indices)), mp_context=get_context("spawn"))
         with pool:
-            yield from zip(
-                indices, pool.map(sample_sites, [job] * len(indices), indices), strict=True
-            )
+            yield from zip(indices, pool.map(task, [job] * len(indices), indices), strict=True)
 
     return spread
 

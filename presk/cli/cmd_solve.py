@@ -1,0 +1,225 @@
+"""presk solve: an error budget in, the cheapest realization out, measured against the exact
+reference on an envelope's samples (presk/precision/solve.py, docs/precision.md)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+from presk import realize
+from presk.cli.common import positive_count, real_number, whole_number
+from presk.cli.programs import add_program_args, elaborate_args, load_program
+from presk.errors import RealizationError
+from presk.fileio import check_writable, write_atomic
+from presk.precision.calibrate import Job
+from presk.precision.envelope import envelope_for
+from presk.precision.offers import ROUNDINGS, menu
+from presk.precision.sensitivity import sensitivities
+from presk.precision.solve import BACKENDS, Options, Solution, solve
+from presk.toolchain import default_threads
+
+budget_number = real_number("a positive number", strict=True)
+
+
+def configure(p) -> None:
+    add_program_args(p)
+    p.add_argument(
+        "--precision",
+        required=True,
+        metavar="ENV.json",
+        help="the magnitude envelope (presk calibrate --precision) whose samples are measured",
+    )
+    budgets = p.add_mutually_exclusive_group(required=True)
+    budgets.add_argument(
+        "--budget",
+        type=budget_number,
+        metavar="ε",
+        help="the largest gap to the exact output, relative to its largest magnitude (|L|)",
+    )
+    budgets.add_argument(
+        "--budget-abs", type=budget_number, metavar="ε", help="the largest gap, absolute"
+    )
+    p.add_argument("--out", required=True, metavar="R.json", help="write the realization here")
+    p.add_argument(
+        "--weights",
+        metavar="CKPT|P.npz|P.safetensors",
+        help="the parameters, which must be the envelope's (default: the envelope's)",
+    )
+    p.add_argument(
+        "--min-gain",
+        type=real_number("a number from 0"),
+        default=1e-3,
+        metavar="θ",
+        help="offer a value only if its first narrowing saves θ·B bytes, B the all-f64 "
+        "traffic (default 1e-3; 0 turns the rule off)",
+    )
+    p.add_argument(
+        "--rounding",
+        choices=ROUNDINGS,
+        default="measured",
+        help="a term's rounding: the envelope's measured one (default) or u(t)·magnitude",
+    )
+    p.add_argument(
+        "--estimate",
+        choices=("sum", "rss"),
+        default="sum",
+        help="the terms' sum (default), or their root-sum-square aimed at budget/--margin",
+    )
+    p.add_argument(
+        "--margin",
+        type=real_number("a positive number", strict=True),
+        default=2.5,
+        help="what --estimate rss divides the budget by (default 2.5)",
+    )
+    p.add_argument(
+        "--measure",
+        choices=tuple(BACKENDS),
+        default="kernel",
+        help="run candidates on the kernel evaluator (default) or natively: the same bits",
+    )
+    p.add_argument(
+        "--exhaustive",
+        action="store_true",
+        help="also find the estimate's optimum over every assignment (12 values at most)",
+    )
+    p.add_argument(
+        "--sites",
+        type=whole_number(0, 2**31, "a whole number from 0"),
+        default=0,
+        metavar="N",
+        help="print the N decisions that save the most bytes",
+    )
+    p.add_argument(
+        "--workers",
+        type=positive_count,
+        metavar="N",
+        help="local processes the reference's samples are spread over (default: the cores)",
+    )
+
+
+def run(args) -> int:
+    moves_path = moves_path_of(args.out)
+    for path in (args.out, moves_path):  # before the sweep and the measurements
+        check_writable(path)
+    program = load_program(args.file)
+    core = elaborate_args(args, program)
+    envelope = envelope_for(args.precision, core)
+    meta = envelope.meta
+    if args.weights is not None and args.weights != meta.weights:
+        raise RealizationError(
+            f"{args.precision}: the envelope was measured on weights {meta.weights}, "
+            f"not {args.weights}",
+            code="E7004",
+        )
+    found = sensitivities(core, meta.seed, meta.weights, meta.bits)
+    offered = menu(core, envelope, found, args.rounding, args.min_gain)
+    options = Options(
+        budget=args.budget if args.budget is not None else args.budget_abs,
+        absolute=args.budget is None,
+        estimate=args.estimate,
+        margin=args.margin,
+        measure=args.measure,
+        exhaustive=args.exhaustive,
+        workers=args.workers if args.workers is not None else default_threads(),
+    )
+    job = Job(program.ast.text, args.file, args.remat, meta)
+    solution = solve(core, envelope, job, offered, options)
+    write(solution, args.out, moves_path)
+    print(summary(solution, core.entry, args, moves_path))
+    if args.sites:
+        print(decisions(solution, args.sites))
+    return 0
+
+
+def moves_path_of(out: str) -> str:
+    """The moves' file beside the record: `R.json` -> `R.moves.json` (the realization
+    schema has no field for them)."""
+    stem = out[: -len(".json")] if out.endswith(".json") else out
+    return stem + ".moves.json"
+
+
+def write(solution: Solution, out: str, moves_path: str) -> None:
+    """The record, checked by reading it back as `--realize @R.json` does, and the moves."""
+    write_atomic(out, json.dumps(solution.record(), indent=1) + "\n")
+    realize.read("@" + out)
+    moves = {"realization": os.path.basename(out), "moves": [m.record() for m in solution.moves]}
+    write_atomic(moves_path, json.dumps(moves, indent=1) + "\n")
+
+
+def summary(s: Solution, entry: str, args, moves_path: str) -> str:
+    m = s.menu
+    values = sum(k in m.values for k in m.offered)
+    relative = "" if args.budget is None else f" ({args.budget:g} × {_n(s.scale)}, |output|)"
+    traffic = m.traffic(s.assignment)
+    lines = [
+        f"presk solve: `{entry}` of {args.file}, budget {_n(s.budget)}{relative}",
+        f"sites: {len(m.offered)} offered ({values} stored values, "
+        f"{len(m.offered) - values} parameters) of {len(m.values)} stored values and "
+        f"{len(m.params)} parameters",
+        _rules(s),
+        f"traffic: {traffic} bytes against {m.all_f64} all-f64, "
+        f"{_ratio(m.all_f64, traffic)} less; {_counts(s.assignment)}",
+        f"estimate ({args.estimate}): {_n(s.estimate)} against a target of {_n(s.target)}",
+        f"measured gap ({args.measure}): {_n(s.gap)} against a budget of {_n(s.budget)}: "
+        + ("inside" if s.inside else "OUTSIDE (even all-f64)"),
+        f"widening rounds: {s.rounds}; measurements: {s.measurements}",
+    ]
+    if s.exhaustive is not None:
+        greedy = m.traffic(s.proposed)
+        lines.append(
+            f"exhaustive: optimum {s.exhaustive.optimum} bytes over {s.exhaustive.assignments} "
+            f"assignments; greedy proposal {greedy} bytes, "
+            f"{_ratio(greedy, s.exhaustive.optimum)} the optimum"
+        )
+    lines.append(f"wrote {args.out} (moves in {moves_path})")
+    return "\n".join(lines)
+
+
+def _rules(s: Solution) -> str:
+    m = s.menu
+    left = m.left_out
+    least = m.min_gain * m.all_f64
+    return (
+        f"rules: rule 1 (one element) left out {len(left['rule 1'])}{_names(left['rule 1'])}; "
+        f"rule 2 (first narrowing saves < θ·B = {least:.4g} bytes) left out "
+        f"{len(left['rule 2'])}{_names(left['rule 2'])}; "
+        f"not reached by the sweep (sensitivity unknown) {len(left['unreached'])}"
+        f"{_names(left['unreached'])}"
+    )
+
+
+def _names(keys: list[str], shown: int = 4) -> str:
+    if not keys:
+        return ""
+    more = f", … {len(keys) - shown} more" if len(keys) > shown else ""
+    return " (" + ", ".join(keys[:shown]) + more + ")"
+
+
+def _counts(assignment: dict[str, str]) -> str:
+    counts = {t: sum(v == t for v in assignment.values()) for t in ("f32", "bf16")}
+    return f"{counts['f32']} values in f32, {counts['bf16']} in bf16"
+
+
+def decisions(s: Solution, count: int) -> str:
+    """The `count` decisions saving the most bytes: key, kind, type, bytes saved, term."""
+    m = s.menu
+    terms = m.terms(s.assignment)
+    chosen = [(k, t) for k, t in s.assignment.items() if t != "f64"]
+    chosen.sort(key=lambda kt: (-m.item(kt[0]).saving(kt[1]), kt[0]))
+    rows = [("value", "kind", "type", "saves", "term")]
+    for k, t in chosen[:count]:
+        item = m.item(k)
+        rows.append((k, item.kind, t, str(item.saving(t)), _n(terms.get(k, 0.0))))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join(
+        "  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
+    )
+
+
+def _n(x: float) -> str:
+    return f"{x:.3g}" if math.isfinite(x) else "inf"
+
+
+def _ratio(a: float, b: float) -> str:
+    return f"{a / b:.3f}×" if b else "inf×"

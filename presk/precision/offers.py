@@ -1,0 +1,200 @@
+"""What `presk solve` offers: the values whose type it may choose, each priced.
+
+Two kinds of value are offered (docs/precision.md, section 7):
+
+- a stored value: a kernel's result, named by its launch site (a fusion group's root).
+  Its members are computed in the root's type, so their roundings are charged there: a
+  value's term in type t is Σ over the group's sites of ‖∂L/∂v‖₁ × v's rounding in t. It
+  costs one sample's elements (every call and fold layer) times t's bytes;
+- a parameter, by its path, written to the realization's `params`. It costs its bytes at
+  rest, once, and its term is its rounding at the narrowest of its own type and the types
+  of the kernels that read it, since a kernel rounds what it reads to its own type.
+
+A value the sensitivity sweep did not reach has no known sensitivity and is not offered:
+an absence is not a zero. Two rules leave out values that can only add error: (1) a value
+of one element; (2) a value whose first narrowing, f64 to f32, saves less than θ·B bytes,
+B the all-f64 traffic. A value not offered stays f64; a parameter's term is still charged
+wherever a narrower kernel reads it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from presk import stages
+from presk.api import Core
+from presk.core.fusion import group_roots
+from presk.ir.ops import walk_ops
+from presk.kernel.machine import to_storage
+from presk.precision.bound import LARGEST
+from presk.precision.envelope import Envelope, SiteEnvelope
+from presk.precision.sensitivity import Sensitivities
+from presk.reach import parameter_readers
+
+RUNGS = ("f64", "f32", "bf16")  # the ladder, widest first
+BYTES = {"f64": 8, "f32": 4, "bf16": 2}
+UNIT = {"f64": 0.0, "f32": 2.0**-24, "bf16": 2.0**-8}  # the unit term's u(t); f64 the reference's
+ROUNDINGS = ("measured", "unit")
+RULES = ("rule 1", "rule 2", "unreached")  # why a value is not offered
+
+
+@dataclass(frozen=True)
+class Priced:
+    """A value with its price in each rung: a stored value's or a parameter's."""
+
+    key: str  # a launch site, or a parameter's path
+    kind: str  # "value" or "parameter"
+    elements: int  # what its bytes count: one sample's elements, or the parameter's
+    terms: dict[str, float] | None  # its term in each rung; None when the sweep missed it
+    readers: tuple[str, ...] = ()  # a parameter's: the launch sites of the kernels reading it
+
+    def saving(self, rung: str) -> int:
+        """The bytes saved against f64 in `rung`."""
+        return self.elements * (BYTES["f64"] - BYTES[rung])
+
+
+@dataclass(frozen=True)
+class Menu:
+    values: dict[str, Priced]  # every stored value the envelope prices, by launch site
+    params: dict[str, Priced]  # every parameter, by path
+    offered: tuple[str, ...]  # the keys offered, values then parameters
+    left_out: dict[str, list[str]]  # by RULES, the keys not offered
+    all_f64: int  # B: one sample's stored values and the parameters once, all in f64
+    min_gain: float  # θ
+
+    def item(self, key: str) -> Priced:
+        return self.values.get(key) or self.params[key]
+
+    def traffic(self, assignment: dict[str, str]) -> int:
+        return self.all_f64 - sum(self.item(k).saving(t) for k, t in assignment.items())
+
+    def terms(self, assignment: dict[str, str]) -> dict[str, float]:
+        """Each priced value's term under `assignment` (keys to rungs; the rest f64)."""
+        out = {}
+        for key, v in self.values.items():
+            if v.terms is not None:
+                out[key] = v.terms[assignment.get(key, "f64")]
+        for key, p in self.params.items():
+            if p.terms is not None:
+                read = [assignment.get(key, "f64")] + [assignment.get(r, "f64") for r in p.readers]
+                out[key] = p.terms[max(read, key=RUNGS.index)]
+        return out
+
+
+def estimate(terms, how: str) -> float:
+    """The estimate from the terms: their sum, or their root-sum-square (`rss`)."""
+    terms = list(terms)
+    if any(math.isinf(t) for t in terms):
+        return math.inf
+    return math.sqrt(sum(t * t for t in terms)) if how == "rss" else sum(terms)
+
+
+def menu(
+    core: Core,
+    envelope: Envelope,
+    found: Sensitivities,
+    rounding: str = "measured",
+    min_gain: float = 1e-3,
+) -> Menu:
+    """Every stored value and parameter of `core`'s entry priced, and those offered."""
+    kernels = core.lower("f64").module
+    l1 = {r.key: r.l1 for r in found.rows if r.what != "parameter"}
+    members = _members(core)
+    values = {
+        site: _value(site, envelope, members.get(site, {site}), l1, rounding)
+        for site in stages.launch_sites(kernels)
+        if site in envelope.sites
+    }
+    params = _params(core, envelope, found, rounding, parameter_readers(kernels.operation))
+    all_f64 = sum(BYTES["f64"] * p.elements for p in (*values.values(), *params.values()))
+    left_out: dict[str, list[str]] = {rule: [] for rule in RULES}
+    offered = []
+    for p in (*values.values(), *params.values()):
+        rule = _rule(p, min_gain * all_f64)
+        (left_out[rule] if rule else offered).append(p.key)
+    return Menu(values, params, tuple(offered), left_out, all_f64, min_gain)
+
+
+def _rule(p: Priced, least_saving: float) -> str | None:
+    """Why `p` is not offered, or None."""
+    if p.elements == 1:
+        return "rule 1"
+    if p.saving("f32") < least_saving:
+        return "rule 2"
+    if p.terms is None:
+        return "unreached"
+    return None
+
+
+def _members(core: Core) -> dict[str, set[str]]:
+    """By a fusion group's root site, the sites computed in its kernel (itself included),
+    over every function."""
+    out: dict[str, set[str]] = {}
+    for func in walk_ops(core.module.operation, "func.func"):
+        for site, root in group_roots(func).items():
+            out.setdefault(root, {root}).add(site)
+    return out
+
+
+def _value(
+    site: str, envelope: Envelope, members: set[str], l1: dict[str, float], rounding: str
+) -> Priced:
+    count = envelope.sites[site].count
+    priced = [m for m in sorted(members) if m in envelope.sites]
+    if any(m not in l1 for m in priced):
+        return Priced(site, "value", count, None)
+    terms = {
+        t: sum(_term(l1[m], _site_rounding(envelope.sites[m], t, rounding)) for m in priced)
+        for t in RUNGS
+    }
+    return Priced(site, "value", count, terms)
+
+
+def _site_rounding(s: SiteEnvelope, t: str, rounding: str) -> float:
+    """A site's rounding in `t`: +∞ past t's range, else the envelope's measured one or
+    u(t)·magnitude."""
+    if t == "f64":
+        return 0.0
+    if s.magnitude > LARGEST[t]:
+        return math.inf
+    return s.rounding[t] if rounding == "measured" else UNIT[t] * s.magnitude
+
+
+def _term(l1: float, rounding: float) -> float:
+    """Sensitivity times rounding; an overflow is never small, whatever the sensitivity."""
+    return math.inf if math.isinf(rounding) else l1 * rounding
+
+
+def _params(
+    core: Core,
+    envelope: Envelope,
+    found: Sensitivities,
+    rounding: str,
+    readers: dict[str, set[str]],
+) -> dict[str, Priced]:
+    """Every parameter priced: its rounding measured on its values (the envelope's
+    weights, or its initializers), or u(t)·max|p|."""
+    values = core.params(envelope.meta.seed, envelope.meta.weights) or {}
+    l1 = {r.key: r.l1 for r in found.rows if r.what == "parameter"}
+    out = {}
+    for path, p in values.items():
+        x = np.asarray(p, dtype=np.float64)
+        terms = None
+        if path in l1:
+            terms = {t: _term(l1[path], _param_rounding(x, t, rounding)) for t in RUNGS}
+        out[path] = Priced(path, "parameter", x.size, terms, tuple(sorted(readers.get(path, ()))))
+    return out
+
+
+def _param_rounding(x: np.ndarray, t: str, rounding: str) -> float:
+    if t == "f64" or not x.size:
+        return 0.0
+    if rounding == "unit":
+        largest = float(np.max(np.abs(x)))
+        return math.inf if largest > LARGEST[t] else UNIT[t] * largest
+    with np.errstate(over="ignore", invalid="ignore"):
+        gap = np.abs(to_storage(x, t).astype(np.float64) - x)
+    return float(np.max(gap)) if np.all(np.isfinite(gap)) else math.inf

@@ -1,0 +1,144 @@
+"""presk solve: a budget in, the cheapest realization out, measured inside the budget.
+
+Tiny programs, two samples, 64-bit envelopes: the MLP regression of the training tests
+(its loss at N=4) and the tutorial's MLP{4, 8, 1}.mse for the greedy proposal against
+the exhaustive search."""
+
+from __future__ import annotations
+
+import io
+import json
+from contextlib import redirect_stdout
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from presk import api
+from presk.cli.main import main
+from presk.precision.calibrate import Job
+from presk.precision.envelope import envelope_for
+from presk.precision.offers import menu
+from presk.precision.sensitivity import sensitivities
+from presk.precision.solve import Options, solve
+
+REPO = Path(__file__).resolve().parent.parent
+MLP = str(REPO / "tests/train/mlp_regression.psk")
+LOSS = ["--entry", "Regression.loss", "--dim", "N=4"]
+TUTORIAL = str(REPO / "tutorial/02_regression.psk")
+MSE = ["--entry", "MLP{4, 8, 1}.mse", "--dim", "N=16"]
+
+
+def presk(*argv: str) -> str:
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert main([str(a) for a in argv]) == 0
+    return out.getvalue()
+
+
+def calibrate(program: str, sizes: list[str], path: Path) -> str:
+    flags = ("--bits", "64", "--samples", "2", "--workers", "1", "--out", path)
+    presk("calibrate", "--precision", program, *sizes, *flags)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def mlp_env(tmp_path_factory) -> str:
+    return calibrate(MLP, LOSS, tmp_path_factory.mktemp("env") / "mlp.json")
+
+
+@pytest.fixture(scope="module")
+def mse_env(tmp_path_factory) -> str:
+    return calibrate(TUTORIAL, MSE, tmp_path_factory.mktemp("env") / "mse.json")
+
+
+def solved(program: str, sizes: list[str], env: str, out: Path, *flags: str) -> str:
+    return presk(
+        "solve", program, *sizes, "--precision", env, "--workers", "1", "--out", out, *flags
+    )
+
+
+def line(text: str, head: str) -> str:
+    return next(x for x in text.splitlines() if x.startswith(head))
+
+
+def test_a_solve_ends_inside_its_budget_and_its_record_runs_with_the_same_bits(mlp_env, tmp_path):
+    out = tmp_path / "r.json"
+    text = solved(MLP, LOSS, mlp_env, out, "--budget", "1e-3", "--sites", "3")
+    assert line(text, "measured gap").endswith(": inside")
+    record = json.loads(out.read_text())
+    assert record["default"] == "f64" and (record["storage"] or record["params"])
+    moves = json.loads((tmp_path / "r.moves.json").read_text())["moves"]
+    assert any(m["move"] == "narrow" and m["outcome"] == "taken" for m in moves)
+    outputs = {}
+    for backend in ("kernel", "mlir"):
+        npz = tmp_path / f"{backend}.npz"
+        presk("run", MLP, *LOSS, "--realize", f"@{out}", "--backend", backend, "--out", npz)
+        with np.load(npz) as arrays:
+            outputs[backend] = {k: arrays[k] for k in arrays.files}
+    for name, a in outputs["kernel"].items():
+        assert np.array_equal(a.view(np.uint64), outputs["mlir"][name].view(np.uint64))
+
+
+def test_the_traffic_ratio_is_above_1_at_a_loose_budget(mlp_env, tmp_path):
+    text = solved(MLP, LOSS, mlp_env, tmp_path / "r.json", "--budget", "1e-1")
+    ratio = float(line(text, "traffic:").split(", ")[1].split("×")[0])
+    assert ratio > 1
+
+
+def _solver_inputs(program: str, entry: str, dims: dict, env: str):
+    core = api.load(program).elaborate(entry, dims)
+    envelope = envelope_for(env, core)
+    meta = envelope.meta
+    found = sensitivities(core, meta.seed, meta.weights, meta.bits)
+    job = Job(Path(program).read_text(), program, "store", meta)
+    return core, envelope, found, job
+
+
+def test_the_rules_leave_out_what_they_say(mlp_env):
+    core, envelope, found, _ = _solver_inputs(MLP, "Regression.loss", {"N": 4}, mlp_env)
+    theta = 0.05
+    m = menu(core, envelope, found, min_gain=theta)
+    priced = {**m.values, **m.params}
+    one = {k for k, p in priced.items() if p.elements == 1}
+    small = {k for k, p in priced.items() if p.elements > 1 and 4 * p.elements < theta * m.all_f64}
+    assert one == {"Regression.loss/%2", "c"}  # the loss and the output's bias
+    assert set(m.left_out["rule 1"]) == one
+    assert small and set(m.left_out["rule 2"]) == small
+    assert set(m.offered) == set(priced) - one - small
+    assert all(4 * priced[k].elements >= theta * m.all_f64 for k in m.offered)
+
+
+def test_a_site_the_sweep_did_not_reach_is_not_offered(mlp_env):
+    core, envelope, found, _ = _solver_inputs(MLP, "Regression.loss", {"N": 4}, mlp_env)
+    missed = "Regression.apply/%1"  # as if the sweep had not reached it
+    unreached = replace(found, rows=[r for r in found.rows if r.key != missed])
+    m = menu(core, envelope, unreached, min_gain=0)
+    assert missed in menu(core, envelope, found, min_gain=0).offered
+    assert missed not in m.offered
+    assert m.left_out["unreached"] == [missed]
+    assert missed not in m.terms({k: "bf16" for k in m.offered})  # unknown, not zero
+
+
+@pytest.mark.parametrize("budget", [1e-3, 1e-6])
+def test_the_greedy_proposal_is_within_1_1x_of_the_exhaustive_optimum(mse_env, budget):
+    core, envelope, found, job = _solver_inputs(TUTORIAL, "MLP{4, 8, 1}.mse", {"N": 16}, mse_env)
+    m = menu(core, envelope, found)
+    s = solve(core, envelope, job, m, Options(budget, exhaustive=True))
+    assert 2 <= len(m.offered) <= 12
+    assert s.exhaustive.optimum <= m.traffic(s.proposed) <= 1.1 * s.exhaustive.optimum
+    assert s.inside
+
+
+def test_the_exhaustive_comparison_is_printed(mse_env, tmp_path):
+    text = solved(TUTORIAL, MSE, mse_env, tmp_path / "r.json", "--budget", "1e-6", "--exhaustive")
+    assert "× the optimum" in line(text, "exhaustive:")
+
+
+def test_the_answer_does_not_depend_on_the_workers(mse_env, tmp_path):
+    flags = ("--budget", "1e-6", "--out")
+    base = ["solve", TUTORIAL, *MSE, "--precision", mse_env]
+    presk(*base, "--workers", "1", *flags, tmp_path / "one.json")
+    presk(*base, "--workers", "2", *flags, tmp_path / "two.json")
+    assert (tmp_path / "one.json").read_text() == (tmp_path / "two.json").read_text()
