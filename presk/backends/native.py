@@ -14,11 +14,18 @@ on every hit so a hash collision can never run the wrong code, and its digest (B
 of the library keyed by the kernel's key), checked on every load so a library truncated,
 damaged or swapped for another kernel's is compiled again rather than run. A cache that
 cannot be written costs one warning: the kernels are compiled for this process alone.
-Within a process a kernel text is compiled or loaded once.
+
+A compiler keeps what it loaded: every library a live backend still holds, and the last
+`LOADED` it was asked for. A library neither holds is unloaded (`dlclose`) when Python
+frees its function, so a long process (a solve, a sweep, `presk serve`) keeps a bounded
+number of kernels mapped, and a backend's kernels are never unloaded under it. Each
+compilation's ExecutionEngine and its LLVM state are freed once the object file is
+written.
 """
 
 from __future__ import annotations
 
+import _ctypes
 import ctypes
 import hashlib
 import importlib.metadata
@@ -28,6 +35,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import weakref
+from collections import OrderedDict
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -42,6 +51,10 @@ from presk.toolchain import host_cpu, mlir_runtime_lib
 
 OPT_LEVEL = 3
 SYMBOL = "kernel"
+# The libraries a compiler keeps loaded beyond those its live backends hold: a kernel asked
+# for again among the last LOADED is not loaded again. A tiny kernel's library costs about
+# 20 kB resident (docs/performance.md, "Compiled code in a long process").
+LOADED = 256
 # LLVM keeps a bf16 value that lives across blocks in f32 and rounds it back with
 # __truncsfbf2 (exact there: the value is a bf16 already), from MLIR's runtime library.
 _RUNTIME = os.path.dirname(mlir_runtime_lib("libmlir_float16_utils.so"))
@@ -77,11 +90,15 @@ def kernel_source(f: ir.Operation) -> str:
 
 
 class Compiler:
-    """Compiles kernels through a cache directory, keeping what it loaded."""
+    """Compiles kernels through a cache directory, keeping what is in use or recent."""
 
-    def __init__(self, directory: Path | None = None):
+    def __init__(self, directory: Path | None = None, keep: int = LOADED):
         self.directory = directory or cache_dir()
-        self._loaded: dict[str, Native] = {}  # by kernel text
+        self.keep = keep
+        # by kernel text: every kernel something still holds (a backend), and the last
+        # `keep` asked for, newest last
+        self._live: weakref.WeakValueDictionary[str, Native] = weakref.WeakValueDictionary()
+        self._recent: OrderedDict[str, Native] = OrderedDict()
         self._warned = False
         self._prefix = "\n".join(
             [
@@ -94,9 +111,21 @@ class Compiler:
 
     def compile(self, f: ir.Operation, nbuffers: int) -> Native:
         text = kernel_source(f)
-        found = self._loaded.get(text)
-        if found is not None:
-            return found
+        native = self._live.get(text)
+        if native is None:
+            native = self._live[text] = self._compile_or_load(text, f.context, nbuffers)
+        self._keep(text, native)
+        return native
+
+    def _keep(self, text: str, native: Native) -> None:
+        """Hold `native` as the newest; the oldest beyond `keep` is let go, to be unloaded
+        once no backend holds it either."""
+        self._recent[text] = native
+        self._recent.move_to_end(text)
+        if len(self._recent) > self.keep:
+            self._recent.popitem(last=False)
+
+    def _compile_or_load(self, text: str, ctx: ir.Context, nbuffers: int) -> Native:
         start = time.perf_counter()
         key = hashlib.blake2b(f"{self._prefix}\n{text}".encode(), digest_size=16).hexdigest()
         entry = Entry(self.directory, key)
@@ -108,10 +137,8 @@ class Compiler:
             except OSError:  # a library this installation cannot load: made again
                 cached = False
         if fn is None:
-            fn, path = self._build_and_load(text, f.context, entry, nbuffers)
-        native = Native(fn, time.perf_counter() - start, cached, path)
-        self._loaded[text] = native
-        return native
+            fn, path = self._build_and_load(text, ctx, entry, nbuffers)
+        return Native(fn, time.perf_counter() - start, cached, path)
 
     def _build_and_load(self, text: str, ctx: ir.Context, entry: Entry, nbuffers: int):
         """Build the kernel's library in a temporary directory, load it from there and
@@ -193,6 +220,20 @@ def _read_regular(path: Path) -> bytes | None:
 
 
 def _build(text: str, ctx: ir.Context, so: Path) -> None:
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if cc is None:
+        raise ToolchainError("the mlir backend links kernels with a C compiler: install cc")
+    obj = so.with_suffix(".o")
+    _write_object(text, ctx, obj)
+    link = subprocess.run([cc, "-shared", "-o", so, obj, *_LIBS], capture_output=True, text=True)
+    if link.returncode != 0:
+        said = (link.stderr.strip().splitlines() or [f"exit status {link.returncode}"])[-1]
+        raise ToolchainError(f"{cc} could not link a kernel: {said}")
+
+
+def _write_object(text: str, ctx: ir.Context, obj: Path) -> None:
+    """The kernel compiled to an object file. The module and the ExecutionEngine, with its
+    LLVM state, are freed on return, before the link."""
     module = ir.Module.parse(text, ctx)
     stages.llvm(module)
     engine = ExecutionEngine(
@@ -201,19 +242,16 @@ def _build(text: str, ctx: ir.Context, so: Path) -> None:
         shared_libs=[mlir_runtime_lib("libmlir_float16_utils.so")],
         enable_pic=True,
     )
-    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    if cc is None:
-        raise ToolchainError("the mlir backend links kernels with a C compiler: install cc")
-    obj = so.with_suffix(".o")
     engine.dump_to_object_file(str(obj))
-    link = subprocess.run([cc, "-shared", "-o", so, obj, *_LIBS], capture_output=True, text=True)
-    if link.returncode != 0:
-        said = (link.stderr.strip().splitlines() or [f"exit status {link.returncode}"])[-1]
-        raise ToolchainError(f"{cc} could not link a kernel: {said}")
 
 
 def _load(lib: Path, nbuffers: int):
-    fn = ctypes.CDLL(str(lib))[SYMBOL]
+    """The kernel's function in `lib`. The function holds the library, which is unloaded
+    when Python frees the last function of it."""
+    library = ctypes.CDLL(str(lib))
+    unload = weakref.finalize(library, _ctypes.dlclose, library._handle)
+    unload.atexit = False  # at exit a worker thread may still be in a kernel
+    fn = library[SYMBOL]
     fn.argtypes = [ctypes.c_void_p] * nbuffers + [ctypes.c_int64, ctypes.c_int64]
     fn.restype = None
     return fn
@@ -221,5 +259,6 @@ def _load(lib: Path, nbuffers: int):
 
 @cache
 def shared_compiler() -> Compiler:
-    """The process's compiler: a kernel is compiled or loaded once a process."""
+    """The process's compiler: a kernel in use, or among the last `LOADED` asked for, is
+    not compiled or loaded again."""
     return Compiler()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import weakref
 from collections.abc import Iterator
 
@@ -40,22 +41,32 @@ def walk_ops(root: ir.Operation, prefix: str = "psk.") -> Iterator[ir.Operation]
     return iter(found)
 
 
-# ir.Type -> PskType for each live context: MLIR uniques a context's types, and printing
-# a big one (a derivative's residual tuple) is slow.
+# PskType by MLIR type for each live context: MLIR uniques a context's types, and printing
+# a big one (a derivative's residual tuple) is slow. A type is keyed by the address of its
+# uniqued storage, not by the ir.Type, which holds its context and so would never let the
+# context, and everything it uniqued, be freed.
 _TYPES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_capsule_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
+    ("PyCapsule_GetPointer", ctypes.pythonapi)
+)
+
+
+def _type_address(t: ir.Type) -> int:
+    return _capsule_pointer(t._CAPIPtr, b"mlir.ir.Type._CAPIPtr")
 
 
 def psk_type(value_or_type) -> PskType:
     """The PSK type of an MLIR value or type."""
     t = value_or_type.type if hasattr(value_or_type, "type") else value_or_type
     cache = _TYPES.setdefault(t.context, {})
-    found = cache.get(t)
+    key = _type_address(t)
+    found = cache.get(key)
     if found is None:
         if isinstance(t, ir.TupleType):  # by its parts, never printing the whole
             found = TupleType(tuple(psk_type(t.get_type(i)) for i in range(t.num_types)))
         else:
             found = parse_mlir_type(str(t))
-        cache[t] = found
+        cache[key] = found
     return found
 
 
