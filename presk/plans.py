@@ -52,8 +52,18 @@ def split_of(split) -> tuple[int, int] | None:
     return tuple(split)
 
 
+# The two plans that are not files: the cost model's layouts for this machine (what the
+# mlir backend runs unless told otherwise), and each nest's default layout.
+AUTO = "auto"
+DEFAULT = "default"
+NAMED = (AUTO, DEFAULT)
+
+
 def plan_path(arg: str) -> str:
-    """`@P.json` (the seed's spelling) or a bare path."""
+    """`auto`, `default`, or a plan file: `@P.json` (the seed's spelling) or a bare path
+    (a file named `auto` is `@auto`)."""
+    if arg in NAMED:
+        return arg
     path = arg[1:] if arg.startswith("@") else arg
     if not os.path.exists(path):
         raise UsageError(f"cannot read plan {path}: no such file", code="E0002")

@@ -19,6 +19,7 @@ from dataclasses import replace
 
 from mlir import ir
 
+from presk import plans
 from presk import realize as realizations
 from presk.core.program import read_host_program
 from presk.ir.diagnostics import compile_error
@@ -28,6 +29,7 @@ from presk.pipeline import build_pass_manager
 from presk.plans import read_plan
 from presk.quantize import realized_elements
 from presk.runtime.inputs import param_type
+from presk.toolchain import default_threads, vector_bytes
 
 REMATS = ("store", "recompute")
 
@@ -55,7 +57,7 @@ def realization(realize, plan: str | None = None):
     `f32` or `@R.json`: presk/realize.py), its machine type the plan's if the plan file
     names one and `realize` is uniform."""
     r = realize if isinstance(realize, realizations.Realization) else realizations.read(realize)
-    if plan is None:
+    if plan is None or plan in plans.NAMED:
         return r
     named = read_plan(plan).get("realize")
     if named and r.uniform:
@@ -103,7 +105,9 @@ def _layouts(r, plan: str | None) -> list[str]:
         for site, order in sorted(r.order.items())
         if order != "sequential"
     ]
-    if plan is not None:
+    if plan == plans.AUTO:  # this machine's target, spelled out so presk-opt repeats it
+        steps.append(f"psk-auto-layout{{bytes={vector_bytes()} workers={default_threads()}}}")
+    elif plan is not None and plan != plans.DEFAULT:
         steps.append(f"psk-plan{{file={_option(plan)}}}")
     return steps
 

@@ -8,8 +8,8 @@ evaluator nor the ExecutionEngine.
 
 from __future__ import annotations
 
+from presk import plans, stages
 from presk import realize as realizations
-from presk import stages
 from presk.core.program import read_host_program
 from presk.errors import UsageError
 from presk.kernel.machine import MACHINES
@@ -30,9 +30,13 @@ def make(
     (`stages.kernel`). `realize` is a realization or its spelling (`f32`, `@R.json`:
     presk/realize.py); `threads` the mlir backend's (default: `toolchain.default_threads()`);
     `plan` a plan file whose realization (if it has one) replaces a uniform `realize` and
-    whose layouts move the nests it names."""
+    whose layouts move the nests it names, `auto` (the cost model's layouts for this
+    machine: the mlir backend's default) or `default` (each nest's default layout: the
+    kernel evaluator's)."""
     if name not in BACKENDS:
         raise UsageError(f"unknown backend {name!r} (backends: {', '.join(BACKENDS)})")
+    if name == "mlir" and plan is None:  # native code runs the cost model's layouts
+        plan = plans.AUTO
     r = stages.realization(realize, plan if name != "interp" else None)
     if name == "interp":
         from presk.backends.interp import Interpreter

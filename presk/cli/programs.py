@@ -95,8 +95,10 @@ def add_backend_args(p, default: str = "interp") -> None:
 def add_plan_arg(p) -> None:
     p.add_argument(
         "--plan",
-        metavar="@P.json",
-        help="a plan: a realization and a layout for each contraction nest it names",
+        metavar="@P.json|auto|default",
+        help="a plan: a realization and a layout for each contraction nest it names; auto, "
+        "the cost model's layouts (the mlir backend's default), or default, each nest's "
+        "default layout (the kernel evaluator's and dump's)",
     )
 
 

@@ -188,6 +188,8 @@ def check(nest: Nest, layout: Layout, machine: str, epilogue: Epilogue | None = 
             refuse("a k-block needs the tiled form (the row-wise form has no accumulators)")
         if layout.tile != (1, 1) or layout.pack != "none" or layout.order != "IJ":
             refuse("the row-wise form has no tile, pack or order")
+        if nest.depends(nest.c.a, "j"):
+            refuse("the row-wise form reads operand a once a row, and a varies along J")
     if layout.kblock:
         if machine == "bf16":
             refuse("a k-block in bf16 would round the partial sums it stores")

@@ -49,7 +49,8 @@ def choose(module, machine: str, target: Target) -> list[Choice]:
     """The cheapest layout of each contraction nest of a module at the kernel stage. A
     site a function's instances share (Linear.apply/%0 in Linear{16, 64} and Linear{64,
     16}) is one nest of the plan: its layout must suit every kernel launched there, and
-    it is the cheapest in total."""
+    it is the cheapest in total, and a site with no such point keeps its kernels'
+    defaults."""
     element = MACHINES[machine].arith.itemsize
     kernels = contraction_kernels(module)
     sites: dict[str, list] = {}
@@ -63,6 +64,8 @@ def choose(module, machine: str, target: Target) -> list[Choice]:
         nests = [read_nest(f)[0] for f in fs]
         shared = [set(candidates(nest, machine, target)) for nest in nests]
         points = [p for p in candidates(nests[0], machine, target) if all(p in c for c in shared)]
+        if not points:  # no point every kernel of the site can take: it keeps its defaults
+            continue
         costs = [
             (sum(predict(n, p, element, target) for n in nests), i, p) for i, p in enumerate(points)
         ]
