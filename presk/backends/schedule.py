@@ -8,6 +8,10 @@ each piece of host work on data. Every later call replays the steps: one arena o
 memory holds every buffer the call makes, and a launch is a ctypes call on addresses
 found by adding offsets to the arena's, the arguments' and the constants' base
 addresses. Records, tuples, calls, folds, layer slices and renames cost nothing then.
+
+Each step has a label (the `Launch` it makes, or the name of its host work), read only by
+`presk bench --breakdown`, which sets `profile` to time a replay step by step
+(presk/backends/breakdown.py); an untimed replay reads neither.
 """
 
 from __future__ import annotations
@@ -30,6 +34,16 @@ from presk.runtime.values import Tensor, Value, build
 
 ALIGN = 64  # bytes: every buffer of the arena starts on a cache line
 ARENA = 0  # region 0 is the arena; the arguments' leaves follow, then the constants
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What a launch step runs: `kernel` (mlir.Compiled) for the op at `site`, on buffers
+    given as (region, offset)."""
+
+    site: str
+    kernel: object
+    buffers: list[tuple[int, int]]
 
 
 @dataclass(frozen=True)
@@ -75,6 +89,8 @@ class Schedule:
     def __init__(self, backend, entry: str, training: bool):
         self.backend = backend
         self.steps: list = []
+        self.labels: list[Launch | str] = []  # each step's, for a breakdown
+        self.profile = None  # a breakdown.Profile timing each replay, when set
         self.arena = 0
         self.consts: list[np.ndarray] = []
         self.launches = 0
@@ -116,8 +132,12 @@ class Schedule:
         self.consts.append(np.ascontiguousarray(data))
         return Buf(self.inputs + len(self.consts), 0, data.shape, data.dtype)
 
-    def _host_step(self, op, fn) -> None:
-        """A step of host work on data, its errors located at `op`."""
+    def _add(self, step, label: Launch | str) -> None:
+        self.steps.append(step)
+        self.labels.append(label)
+
+    def _host_step(self, op, fn, label: str) -> None:
+        """A step of host work on data (`label` names it), its errors located at `op`."""
 
         def step(regions, arrays, ctx):
             try:
@@ -126,7 +146,7 @@ class Schedule:
                 locate(e, op)
                 raise
 
-        self.steps.append(step)
+        self._add(step, label)
 
     def _stack(self, layers: list[Buf]) -> Buf:
         first = layers[0]
@@ -138,7 +158,7 @@ class Schedule:
             for region, offset, dst in pieces:
                 ctypes.memmove(regions[ARENA] + dst, regions[region] + offset, n)
 
-        self.steps.append(step)
+        self._add(step, "host: stack layers")
         return out
 
     def _converted(self, buf: Buf | Quantized, element: str, op) -> Buf:
@@ -150,7 +170,7 @@ class Schedule:
         def convert(arrays, ctx):
             view(out, arrays)[...] = to_storage(materialized(buf, arrays), element)
 
-        self._host_step(op, convert)
+        self._host_step(op, convert, "host: convert")
         return out
 
     def _apply(self, op, ins: list, ctx: CallContext, draw: Draw) -> Tensor:
@@ -165,7 +185,7 @@ class Schedule:
                 where = Draw(ctx, draw.kind, draw.where)
                 view(out, arrays)[...] = sample(view(logits.data, arrays), axis, where)
 
-            self._host_step(op, draw_sample)
+            self._host_step(op, draw_sample, "host: sample")
             return Tensor(op.type, out)
         t = host_value(op, ins, self.backend.machine)
         return t if isinstance(t.data, Buf) else Tensor(t.type, self._const(t.data))
@@ -187,9 +207,10 @@ class Schedule:
             def check(arrays, ctx):
                 plan.check(ins, view(indices, arrays))
 
-            self._host_step(op, check)
+            self._host_step(op, check, "host: gather check")
         kernel = self.backend.kernels[plan.kernel]
-        self.steps.append(self.backend.launch_step(kernel, [(b.region, b.offset) for b in bufs]))
+        buffers = [(b.region, b.offset) for b in bufs]
+        self._add(self.backend.launch_step(kernel, buffers), Launch(op.site, kernel, buffers))
         self.launches += 1
         self.unfused += plan.ops
         return Tensor(plan.type, bufs[-1])
@@ -201,11 +222,20 @@ class Schedule:
         def draw_mask(arrays, ctx):
             view(mask, arrays)[...] = plan.keep(Draw(ctx, draw.kind, draw.where)())
 
-        self._host_step(op, draw_mask)
+        self._host_step(op, draw_mask, "host: dropout mask")
         return mask
 
     # ---- replay ----
     def run(self, args: list[Value], ctx: CallContext) -> Value:
+        if self.profile is not None:
+            return self.profile.replay(self, args, ctx)
+        arrays, regions = self.memory(self.input_arrays(args))
+        for step in self.steps:
+            step(regions, arrays, ctx)
+        return self.output(arrays)
+
+    def input_arrays(self, args: list[Value]) -> list[np.ndarray]:
+        """The arguments' leaves in their storage types, the replay's input regions."""
         leaves = [t for a, ty in zip(args, self.arg_types, strict=True) for t in flatten(a, ty)]
         inputs = []
         for t, e in zip(leaves, self.elements, strict=True):
@@ -213,12 +243,17 @@ class Schedule:
                 inputs.extend([t.data.ints, t.data.scales])
             else:
                 inputs.append(np.ascontiguousarray(to_storage(t.data, e)))
+        return inputs
+
+    def memory(self, inputs: list[np.ndarray]) -> tuple[list[np.ndarray], list[int]]:
+        """A new arena beside the inputs and constants: every region's array and address."""
         arena = np.empty(self.arena + ALIGN, np.uint8)
         pad = -arena.ctypes.data % ALIGN
         arrays = [arena[pad:], *inputs, *self.consts]
-        regions = [a.ctypes.data for a in arrays]
-        for step in self.steps:
-            step(regions, arrays, ctx)
+        return arrays, [a.ctypes.data for a in arrays]
+
+    def output(self, arrays: list[np.ndarray]) -> Value:
+        """The entry's result over the replay's memory."""
         return _materialized(self.result, arrays)
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from presk import backends
 from presk import realize as realizations
+from presk.backends.breakdown import Profile
 from presk.backends.native import Compiler
 from presk.cli.common import seed_number
 from presk.cli.programs import (
@@ -38,7 +39,6 @@ def configure(p) -> None:
     p.add_argument("--repeat", type=int, default=5, help="timed calls a backend (default 5)")
     p.add_argument(
         "--backends",
-        default=",".join(backends.BACKENDS),
         metavar="B,…",
         help="the backends to time, the first the baseline (default: all)",
     )
@@ -79,6 +79,12 @@ def configure(p) -> None:
         "--nest",
         metavar="SITE",
         help="the nest --sweep measures (default: the one the cost model finds slowest)",
+    )
+    p.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="where one call's (or step's) time goes on the mlir backend instead: each "
+        "kernel site, and the host's parts outside the kernels",
     )
     p.add_argument("--format", choices=("text", "json"), default="text")
 
@@ -131,9 +137,13 @@ def _compile_times(backend) -> dict:
 def run(args) -> int:
     if args.repeat < 1:
         raise UsageError(f"--repeat {args.repeat}: time at least one call")
+    if args.sweep and args.breakdown:
+        raise UsageError("--sweep and --breakdown are two different measurements: give one")
     if args.sweep:
         return _sweep(args)
-    names = _listed(args.backends, backends.BACKENDS, "--backends")
+    if args.breakdown:
+        return _breakdown(args)
+    names = _listed(args.backends or ",".join(backends.BACKENDS), backends.BACKENDS, "--backends")
     types = [t.strip() for t in args.realize.split(",") if t.strip()]
     for t in types:
         realizations.read(t)  # E7001 before any timing
@@ -269,3 +279,64 @@ def _sweep(args) -> int:
         mark = "  <- presk plan" if lay == pick else ""
         print(f"{med:10.3f} {pred:10.3f}  {json.dumps(plan_entry(lay))}{mark}")
     return 0
+
+
+def _breakdown(args) -> int:
+    """Each part of a call's time on the mlir backend, per realization: the parts of the
+    median of --repeat profiled calls, beside the median of --repeat calls untimed inside."""
+    if args.backends not in (None, "mlir") or args.lanes:
+        raise UsageError(
+            "--breakdown times the mlir backend at the given layouts alone: "
+            "drop --backends and --lanes"
+        )
+    types = [t.strip() for t in args.realize.split(",") if t.strip()]
+    for t in types:
+        realizations.read(t)  # E7001 before any timing
+    threads = check_threads(args.threads) if args.threads is not None else None
+    core = elaborate_args(args, load_program(args.file), train_step=args.train_step)
+    tables = []
+    for realize in types:
+        compiled = core.lower(realize, args.plan).compile("mlir", threads)
+        call = compiled.drawn(args.seed)
+        call()  # traces the schedule
+        (schedule,) = compiled.backend.schedules.values()
+        profile, totals = Profile(), []
+        for _ in range(args.repeat):  # alternately, so both see the machine's same load
+            totals += timed(call, 1)
+            schedule.profile = profile
+            call()
+            schedule.profile = None
+        total = statistics.median(totals)
+        tables.append((realize, compiled.backend.workers.threads, total, profile.parts(schedule)))
+    if args.format == "json":
+        out = {
+            realize: {
+                "threads": n,
+                "total_ms": total,
+                "parts": [vars(part) for part in parts],
+            }
+            for realize, n, total, parts in tables
+        }
+        sys.stdout.write(json.dumps(out, indent=2) + "\n")
+    else:
+        sys.stdout.write("\n".join(_breakdown_text(args, *table) for table in tables))
+    return 0
+
+
+def _breakdown_text(args, realize: str, threads: int, total: float, parts) -> str:
+    width = max(len(p.name) for p in parts) + 2
+    lines = [
+        f"{_what(args)}: mlir {realize}, {threads} threads, the median of {args.repeat} calls",
+        f"{'part':<{width}}{'kind':<8}{'count':>7}{'ms':>10}{'share':>8}",
+    ]
+    for p in parts:
+        count = str(p.count) if p.count else ""
+        share = f"{100 * p.ms / total:.1f}%" if total else ""
+        lines.append(f"{p.name:<{width}}{p.kind:<8}{count:>7}{p.ms:>10.3f}{share:>8}")
+    kernels = sum(p.ms for p in parts if p.kind == "kernel")
+    lines += [
+        f"{'in the kernels':<{width + 15}}{kernels:>10.3f}",
+        f"{'sum of the parts':<{width + 15}}{sum(p.ms for p in parts):>10.3f}",
+        f"{'a call, untimed inside':<{width + 15}}{total:>10.3f}",
+    ]
+    return "\n".join(lines) + "\n"
