@@ -1,9 +1,11 @@
-"""psk-auto-layout: every contraction nest at the layout the cost model prices cheapest.
+"""psk-auto-layout: every contraction and softmax nest at the layout the cost model prices
+cheapest.
 
 For a machine with `bytes`-byte vectors and `workers` worker threads (0: this machine's),
 each nest of the kernel stage moves to the point of the layout space presk/kernel/cost.py
 predicts fastest, as `presk plan` would write it and psk-plan apply it (a bias add folded
-in where every launch of the nest has one). Every point gives the same bits, so the
+in where every launch of the nest has one; a softmax in the form and split it prices
+cheapest). Every point gives the same bits, so the
 choice changes only time; it is the mlir backend's default plan (`--plan auto`).
 """
 
@@ -23,7 +25,9 @@ from presk.toolchain import default_threads, vector_bytes
 @dataclass(frozen=True)
 class PskAutoLayout(Pass):
     name = "psk-auto-layout"
-    description = "move every contraction nest to the layout the cost model prices cheapest"
+    description = (
+        "move every contraction and softmax nest to the layout the cost model prices cheapest"
+    )
     bytes: int = 0
     workers: int = 0
 

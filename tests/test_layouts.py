@@ -22,11 +22,13 @@ from presk.core.program import read_host_program
 from presk.errors import RealizationError
 from presk.ir.ops import string_attr, walk_ops
 from presk.kernel.contraction import ROW_FORMS, Layout, check, check_rows, read_nest, space
+from presk.kernel.cost import Target
 from presk.kernel.epilogue import fold_epilogues
 from presk.kernel.machine import MACHINES
+from presk.kernel.planner import choose
 from presk.kernel.relayout import layout_kernels, relayout
 from presk.runtime.values import leaves
-from presk.toolchain import default_threads, vector_widths
+from presk.toolchain import default_threads, vector_bytes, vector_widths
 from tests.conformance.suite import TYPES, Case, inputs, module_of
 
 LINEAR = Case("Linear", "tests/data/layouts.psk", "Linear{128, 64}.apply", ("B=4",))
@@ -157,6 +159,20 @@ def test_every_point_of_the_layout_space_gives_the_defaults_bits(name, machine, 
     if name == "Linear's dot":
         split += [replace(p, epilogue=True) for p in points]
     _assert_exact(name, machine, width, points + split, site)
+
+
+@pytest.mark.parametrize("machine", ["f32", "bf16"])
+def test_the_auto_plans_softmax_form_gives_the_defaults_bits_on_a_masked_softmax(machine):
+    """The cost model covers softmax nests: it moves attention's masked softmax from its
+    default three-pass form (exp twice an element) to the two-pass form, whose bits are the
+    default's on the evaluator and natively."""
+    site, _, _ = _points("softmax", machine, vector_bytes())
+    module = _lowered(ATTENTION, machine)
+    choices = {c.site: c for c in choose(module.operation, machine, Target.host())}
+    assert site in choices, f"{machine}: the auto plan leaves the softmax {site} out"
+    layout = choices[site].layout
+    assert layout.form == "two-pass", f"{machine}: {layout.text()}"
+    _assert_exact("softmax", machine, vector_bytes(), [layout], site)
 
 
 DOT = [

@@ -1,4 +1,5 @@
-"""presk plan: a layout for every contraction nest of an entry, by the cost model."""
+"""presk plan: a layout for every contraction and softmax nest of an entry, by the cost
+model."""
 
 from __future__ import annotations
 
@@ -30,9 +31,8 @@ def run(args) -> int:
         sys.stdout.write(text)
     out = sys.stderr if not args.out else sys.stdout
     for c in choices:
-        shape = f"[{', '.join(map(str, c.nest.lead + [c.nest.i, c.nest.j]))}] K={c.nest.k}"
         print(
-            f"{c.site:<32} {shape:<22} {milliseconds(c.cycles):9.4f} ms predicted "
+            f"{c.site:<32} {c.shape:<22} {milliseconds(c.cycles):9.4f} ms predicted "
             f"({c.default_cycles / c.cycles:.1f}x the default's)",
             file=out,
         )

@@ -24,8 +24,8 @@ COMMANDS: dict[str, str] = {
     "(kernel), the kernels as affine loops (affine) or in the LLVM dialect (llvm); or where "
     "precision matters, each value's ‖∂L/∂v‖₁ (sensitivity)",
     "bench": "time an entry (or one training step) on each backend: medians and ratios",
-    "plan": "choose a layout for each contraction nest of an entry with the cost model; "
-    "write a plan",
+    "plan": "choose a layout for each contraction and softmax nest of an entry with the cost "
+    "model; write a plan",
     "quantize": "list an entry's parameter paths and shapes, the names a realization's quant takes",
     "params": "write an entry's parameters (initial, or from --weights) to an .npz or "
     ".safetensors file",

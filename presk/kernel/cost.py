@@ -1,4 +1,4 @@
-"""The cost model `presk plan` picks contraction layouts with (docs/layouts.md).
+"""The cost model `presk plan` picks contraction and softmax layouts with (docs/layouts.md).
 
 It predicts a nest's time in cycles from what each point of the layout space makes the
 machine do, counted from the nest's sizes:
@@ -14,6 +14,10 @@ machine do, counted from the nest's sizes:
   where a row is wider than a page;
 - a k-block's stores and loads of the accumulators; a pack's copy, which every worker
   of a split makes for itself; handing pieces to the workers.
+
+A softmax nest (`Rows`) is priced by its calls to the C library's exp, one an element
+and a pass in the three-pass form, one an element in the two-pass form, which pays
+instead for a scratch row (allocated and freed a row) and a store an element.
 
 The constants are this machine class's (x86-64, two loads and one vector multiply-add a
 cycle); the model ranks points, and `presk bench --sweep` measures them.
@@ -35,6 +39,9 @@ TLB_WALK = 4.0  # cycles a k when each k's row of b is on another page
 STRIDE = 512  # bytes between b's rows beyond which an unpacked read misses
 STRIDED = 16.0  # cycles a k a tile reading such a b (measured at 1024³, docs/layouts.md)
 SPLIT = 60_000.0  # cycles to hand a kernel to the workers and wait for them
+EXP = 20.0  # cycles a call of the C library's exp, an element (kernels keep every call)
+DIVIDE = 5.0  # cycles a vector division
+SCRATCH = 60.0  # cycles to allocate and free a softmax's scratch row
 GHZ = 2.5  # to show cycles as time
 
 
@@ -52,9 +59,23 @@ class Target:
         return Target(width, default_threads(), registers=32 if width == 64 else 16)
 
 
-def predict(nest: Nest, layout: Layout, element: int, target: Target) -> float:
+@dataclass(frozen=True)
+class Rows:
+    """A softmax nest as the model sees it: the sizes of its parallel loops (the axes other
+    than the row's, in order), the row's length, whether the row is the last axis (so the
+    output pass runs in vector lanes) and whether a mask takes part."""
+
+    lead: tuple[int, ...]
+    n: int
+    contiguous: bool
+    masked: bool
+
+
+def predict(nest: Nest | Rows, layout: Layout, element: int, target: Target) -> float:
     """The predicted cycles of one launch of `nest` at `layout`; `element` the bytes of
     the arithmetic type."""
+    if isinstance(nest, Rows):
+        return _softmax(nest, layout, element, target)
     lead = math.prod(nest.lead)
     if layout.form == "rowwise":
         body, traffic, pack = _rowwise(nest, layout, element, target)
@@ -64,10 +85,14 @@ def predict(nest: Nest, layout: Layout, element: int, target: Target) -> float:
     if layout.split is None:
         return total + lead * pack
     depth, workers = layout.split
-    trips = _trips(nest, layout, depth)
-    share = math.ceil(trips / workers) / trips  # the busiest worker's part
+    share = _share(_trips(nest, layout, depth), workers)
     # every worker packs for itself the panels above the split
     return total * share + lead * pack * (share if depth < len(nest.lead) else 1) + SPLIT
+
+
+def _share(trips: int, workers: int) -> float:
+    """The busiest worker's part of a loop of `trips` divided over `workers`."""
+    return math.ceil(trips / workers) / trips
 
 
 def _trips(nest: Nest, layout: Layout, depth: int) -> int:
@@ -128,6 +153,27 @@ def _tiled(nest: Nest, layout: Layout, e: int, target: Target):
     pack = (k * j if packed_b else 0) + (i * k if packed_a else 0)
     pack *= 1 + 2 * LOAD  # a load and a store an element
     return body, traffic, pack
+
+
+def _softmax(rows: Rows, layout: Layout, e: int, target: Target) -> float:
+    total = math.prod(rows.lead) * _softmax_row(rows, layout, e, target)
+    if layout.split is None:
+        return total
+    depth, workers = layout.split
+    return total * _share(rows.lead[depth], workers) + SPLIT
+
+
+def _softmax_row(rows: Rows, layout: Layout, e: int, target: Target) -> float:
+    """One row: its maximum, the sum of its exponentials, then the output divided in
+    vectors; the three-pass form calls exp again for the output, the two-pass form keeps
+    each exponential in its scratch row instead."""
+    n = rows.n
+    read = LOAD * (2 if rows.masked else 1)  # an element, and its mask's
+    vectors = math.ceil(n / (target.vector_bytes // e if rows.contiguous else 1))
+    total = n * (1 + read) + n * (EXP + read)  # the maximum, the sum
+    if layout.form == "two-pass":
+        return total + n * LOAD + vectors * (DIVIDE + 2 * LOAD) + SCRATCH
+    return total + n * (EXP + read) + vectors * (DIVIDE + LOAD)
 
 
 def milliseconds(cycles: float) -> float:

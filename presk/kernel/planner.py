@@ -1,9 +1,10 @@
-"""Choosing a layout for every contraction nest of a lowered module (`presk plan`).
+"""Choosing a layout for every contraction and softmax nest of a lowered module
+(`presk plan`).
 
-For each nest (the site of a launch of a contraction kernel) every point of the layout
-space the nest can take, each with no split or a split over the machine's workers (or
-half of them) at each depth the nest allows, is priced by presk/kernel/cost.py; the
-cheapest is the plan's.
+For each nest (the site of a launch of a contraction or softmax kernel) every point of
+the layout space the nest can take (a softmax's: its two forms), each with no split or a
+split over the machine's workers (or half of them) at each depth the nest allows, is
+priced by presk/kernel/cost.py; the cheapest is the plan's.
 """
 
 from __future__ import annotations
@@ -11,48 +12,90 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from presk.errors import RealizationError
-from presk.ir.ops import string_attr, walk_ops
-from presk.kernel.contraction import Layout, Nest, check, read_nest, space
-from presk.kernel.cost import Target, predict
+from presk.ir.ops import python_value, string_attr, walk_ops
+from presk.kernel.contraction import (
+    ROW_FORMS,
+    Layout,
+    Nest,
+    check,
+    check_rows,
+    read_nest,
+    space,
+)
+from presk.kernel.cost import Rows, Target, predict
 from presk.kernel.epilogue import bias_add
 from presk.kernel.machine import MACHINES
-from presk.kernel.relayout import contraction_kernels
+from presk.kernel.relayout import layout_kernels
+from presk.kernel.weights import kernel_buffers
 
 
 @dataclass(frozen=True)
 class Choice:
     site: str
     kernel: str
-    nest: Nest
+    nest: Nest | Rows
     layout: Layout  # with epilogue set where a bias add after the nest folds into it
     cycles: float
     default_cycles: float
 
+    @property
+    def shape(self) -> str:
+        """The nest's sizes as `presk plan` prints them."""
+        nest = self.nest
+        if isinstance(nest, Rows):
+            return f"[{', '.join(map(str, nest.lead))}] rows of {nest.n}"
+        return f"[{', '.join(map(str, nest.lead + [nest.i, nest.j]))}] K={nest.k}"
 
-def candidates(nest: Nest, machine: str, target: Target) -> list[Layout]:
-    element = MACHINES[machine].arith.itemsize
+
+def read_rows(f) -> Rows:
+    """The softmax nest of kernel `f` (its inputs x and perhaps a mask, then its output)."""
+    buffers = kernel_buffers(f)
+    x = buffers[0][1]
+    axis = python_value(f.attributes["psk_kernel.rows"])["axis"]
+    lead = tuple(a.size for i, a in enumerate(x.axes) if i != axis)
+    return Rows(lead, x.axes[axis].size, axis == x.rank - 1, len(buffers) == 3)
+
+
+def read_any(f) -> Nest | Rows:
+    """The nest of a kernel with a layout: a contraction's or a softmax's."""
+    return read_nest(f)[0] if "psk_kernel.contraction" in f.attributes else read_rows(f)
+
+
+def candidates(nest: Nest | Rows, machine: str, target: Target) -> list[Layout]:
+    if isinstance(nest, Rows):
+        points, depths = [Layout(form=form) for form in ROW_FORMS], len(nest.lead)
+    else:
+        element = MACHINES[machine].arith.itemsize
+        points, depths = space(nest, machine, target.vector_bytes // element), len(nest.lead) + 3
     out = []
-    for layout in space(nest, machine, target.vector_bytes // element):
+    for layout in points:
         out.append(layout)
-        for depth in range(len(nest.lead) + 3):
+        for depth in range(depths):
             for workers in sorted({target.cores, target.cores // 2} - {0, 1}):
                 split = replace(layout, split=(depth, workers))
                 try:
-                    check(nest, split, machine)
+                    _check(nest, split, machine)
                 except RealizationError:
                     continue
                 out.append(split)
     return out
 
 
+def _check(nest: Nest | Rows, layout: Layout, machine: str) -> None:
+    if isinstance(nest, Rows):
+        check_rows(layout, len(nest.lead))
+    else:
+        check(nest, layout, machine)
+
+
 def choose(module, machine: str, target: Target) -> list[Choice]:
-    """The cheapest layout of each contraction nest of a module at the kernel stage. A
-    site a function's instances share (Linear.apply/%0 in Linear{16, 64} and Linear{64,
-    16}) is one nest of the plan: its layout must suit every kernel launched there, and
-    it is the cheapest in total, and a site with no such point keeps its kernels'
-    defaults."""
+    """The cheapest layout of each contraction and softmax nest of a module at the kernel
+    stage. A site a function's instances share (Linear.apply/%0 in Linear{16, 64} and
+    Linear{64, 16}) is one nest of the plan: its layout must suit every kernel launched
+    there, and it is the cheapest in total, and a site with no such point keeps its
+    kernels' defaults."""
     element = MACHINES[machine].arith.itemsize
-    kernels = contraction_kernels(module)
+    kernels = layout_kernels(module)
     sites: dict[str, list] = {}
     for launch in walk_ops(module, "psk_kernel.launch"):
         symbol = launch.attributes["kernel"].value
@@ -61,7 +104,7 @@ def choose(module, machine: str, target: Target) -> list[Choice]:
     out = []
     for site, launches in sites.items():
         fs = [kernels[op.attributes["kernel"].value] for op in launches]
-        nests = [read_nest(f)[0] for f in fs]
+        nests = [read_any(f) for f in fs]
         shared = [set(candidates(nest, machine, target)) for nest in nests]
         points = [p for p in candidates(nests[0], machine, target) if all(p in c for c in shared)]
         if not points:  # no point every kernel of the site can take: it keeps its defaults
@@ -74,7 +117,8 @@ def choose(module, machine: str, target: Target) -> list[Choice]:
         default_cycles = sum(
             predict(n, d, element, target) for n, d in zip(nests, defaults, strict=True)
         )
-        if all(bias_add(module, op) is not None for op in launches):
+        contraction = isinstance(nests[0], Nest)
+        if contraction and all(bias_add(module, op) is not None for op in launches):
             layout = replace(layout, epilogue=True)  # one launch fewer, one pass over t fewer
         out.append(
             Choice(
@@ -85,7 +129,10 @@ def choose(module, machine: str, target: Target) -> list[Choice]:
 
 
 def plan_entry(layout: Layout) -> dict:
-    """A layout as a plan file writes it."""
+    """A layout as a plan file writes it (a softmax's: its form and split)."""
+    split = list(layout.split) if layout.split else "none"
+    if layout.form in ROW_FORMS:
+        return {"form": layout.form, "split": split}
     return {
         "form": layout.form,
         "tile": list(layout.tile),
@@ -93,6 +140,6 @@ def plan_entry(layout: Layout) -> dict:
         "order": layout.order,
         "lanes": layout.lanes,
         "pack": layout.pack,
-        "split": list(layout.split) if layout.split else "none",
+        "split": split,
         "epilogue": layout.epilogue,
     }
