@@ -18,6 +18,7 @@ scalar operations a launch runs, which the host weighs against the cost of split
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from mlir import ir
@@ -79,7 +80,7 @@ def _lower(f: ir.Operation, block: ir.Block) -> None:
             elif op.name == "psk_kernel.store":
                 _store(op)
             elif op.name == "psk_kernel.scratch":
-                _scratch(op)
+                _scratch(op, block)
             else:
                 fn = ir.StringAttr(op.attributes["fn"]).value
                 new = ir.Operation.create(
@@ -195,14 +196,27 @@ def _store(op: ir.Operation) -> None:
         affine.AffineStoreOp(value, buf, found[1], found[0])
 
 
-def _scratch(op: ir.Operation) -> None:
-    """memref.alloc where the scratch buffer is made, freed at the end of its block."""
+# A scratch buffer up to this size lives on the stack; a larger one (a packed panel) on
+# the heap. Workers run kernels on threads with the system's default stack (8 MiB).
+STACK_SCRATCH = 64 << 10
+
+
+def _scratch(op: ir.Operation, entry: ir.Block) -> None:
+    """The scratch buffer made once, at the kernel's entry, rather than where it is made
+    (inside a row's loop, a softmax's two-pass row): every use writes it before reading,
+    and a kernel's iterations run in turn. On the stack when small, else allocated at the
+    entry and freed before the return."""
     element, shape = buffer_parts(op.result.type)
-    buffer = memref.alloc(ir.MemRefType.get(shape, ir.Type.parse(element)), [], [], alignment=64)
+    mtype = ir.MemRefType.get(shape, ir.Type.parse(element))
+    first = list(entry.operations)[0]
+    with ir.InsertionPoint(first.operation):
+        if mtype.element_type.width // 8 * math.prod(shape) <= STACK_SCRATCH:
+            buffer = memref.alloca(mtype, [], [], alignment=64)
+        else:
+            buffer = memref.alloc(mtype, [], [], alignment=64)
+            with ir.InsertionPoint(list(entry.operations)[-1].operation):
+                memref.dealloc(buffer)
     op.result.replace_all_uses_with(buffer)
-    terminator = list(buffer.owner.operation.block.operations)[-1]
-    with ir.InsertionPoint(terminator.operation):
-        memref.dealloc(buffer)
 
 
 def _erase_unused_index_arith(f: ir.Operation) -> None:
