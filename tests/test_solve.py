@@ -1,8 +1,8 @@
 """presk solve: a budget in, the cheapest realization out, measured inside the budget.
 
 Tiny programs, two samples, 64-bit envelopes: the MLP regression of the training tests
-(its loss at N=4) and the tutorial's MLP{4, 8, 1}.mse for the greedy proposal against
-the exhaustive search."""
+(its loss at N=4), the tutorial's MLP{4, 8, 1}.mse for the greedy proposal against
+the exhaustive search, and the tiny MiniGPT on windows of text for the held-out samples."""
 
 from __future__ import annotations
 
@@ -17,17 +17,20 @@ import pytest
 
 from presk import api
 from presk.cli.main import main
+from presk.precision.bound import exact_output, gap_to
 from presk.precision.calibrate import Job
 from presk.precision.envelope import envelope_for
 from presk.precision.offers import menu
 from presk.precision.sensitivity import sensitivities
-from presk.precision.solve import Options, solve
+from presk.precision.solve import Gauge, Options, realization_of, solve
 
 REPO = Path(__file__).resolve().parent.parent
 MLP = str(REPO / "tests/train/mlp_regression.psk")
 LOSS = ["--entry", "Regression.loss", "--dim", "N=4"]
 TUTORIAL = str(REPO / "tutorial/02_regression.psk")
 MSE = ["--entry", "MLP{4, 8, 1}.mse", "--dim", "N=16"]
+MINIGPT_FILE = str(REPO / "tutorial/05_minigpt.psk")
+MINIGPT = ["--entry", "MiniGPT{64, 16, 2, 2}.loss", "--dim", "B=1", "--dim", "T=8"]
 
 
 def presk(*argv: str) -> str:
@@ -79,6 +82,18 @@ def test_a_solve_ends_inside_its_budget_and_its_record_runs_with_the_same_bits(m
             outputs[backend] = {k: arrays[k] for k in arrays.files}
     for name, a in outputs["kernel"].items():
         assert np.array_equal(a.view(np.uint64), outputs["mlir"][name].view(np.uint64))
+    timed = presk(
+        "bench",
+        MLP,
+        *LOSS,
+        "--realize",
+        f"f64,@{out}",
+        "--backends",
+        "kernel,mlir",
+        "--repeat",
+        "1",
+    )
+    assert f"mlir @{out}" in timed
 
 
 def test_the_traffic_ratio_is_above_1_at_a_loose_budget(mlp_env, tmp_path):
@@ -125,7 +140,7 @@ def test_a_site_the_sweep_did_not_reach_is_not_offered(mlp_env):
 def test_the_greedy_proposal_is_within_1_1x_of_the_exhaustive_optimum(mse_env, budget):
     core, envelope, found, job = _solver_inputs(TUTORIAL, "MLP{4, 8, 1}.mse", {"N": 16}, mse_env)
     m = menu(core, envelope, found)
-    s = solve(core, envelope, job, m, Options(budget, exhaustive=True))
+    s = solve(m, Options(budget, exhaustive=True), Gauge(core, envelope, job, m))
     assert 2 <= len(m.offered) <= 12
     assert s.exhaustive.optimum <= m.traffic(s.proposed) <= 1.1 * s.exhaustive.optimum
     assert s.inside
@@ -142,3 +157,50 @@ def test_the_answer_does_not_depend_on_the_workers(mse_env, tmp_path):
     presk(*base, "--workers", "1", *flags, tmp_path / "one.json")
     presk(*base, "--workers", "2", *flags, tmp_path / "two.json")
     assert (tmp_path / "one.json").read_text() == (tmp_path / "two.json").read_text()
+
+
+def test_narrowing_by_measurement_keeps_only_steps_inside_budget_over_margin(mlp_env):
+    core, envelope, found, job = _solver_inputs(MLP, "Regression.loss", {"N": 4}, mlp_env)
+    m = menu(core, envelope, found)
+    gauge = Gauge(core, envelope, job, m)
+    plain = solve(m, Options(1e-3), gauge)
+    s = solve(m, Options(1e-3, narrow="measured"), gauge)
+    n = s.narrowing
+    assert n.kept > 0 and n.passes <= 3 and n.threshold == s.budget / 2.5
+    assert m.traffic(s.assignment) < m.traffic(plain.assignment)
+    measured = [mv for mv in s.moves if mv.outcome in ("kept", "rejected")]
+    assert len(measured) == n.tried
+    assert all((mv.gap <= n.threshold) == (mv.outcome == "kept") for mv in measured)
+    assert s.gap == _measured(core, envelope, m, s.assignment) <= n.threshold
+
+
+def test_narrowing_heldout_undoes_the_last_steps_until_the_held_out_samples_are_inside(mlp_env):
+    core, envelope, found, job = _solver_inputs(MLP, "Regression.loss", {"N": 4}, mlp_env)
+    m = menu(core, envelope, found)
+    meta = envelope.meta  # drawn inputs: the samples after the envelope's are seeds 2 and 3
+    held = replace(meta, first=meta.first + meta.samples)
+    gauge = Gauge(core, envelope, job, m)
+    s = solve(m, Options(1e-2, narrow="heldout"), gauge, gauge.moved_to(held))
+    n = s.narrowing
+    undone = [mv for mv in s.moves if mv.outcome == "held out"]
+    assert n.undone == len(undone) > 0  # 3 of 10 steps fail out of sample
+    assert s.held_out.gap <= n.threshold or n.undone == n.kept
+    assert s.held_out.gap == _measured(core, replace(envelope, meta=held), m, s.assignment)
+    assert s.gap == _measured(core, envelope, m, s.assignment)
+
+
+def _measured(core, envelope, m, assignment) -> float:
+    meta = envelope.meta
+    exact = [exact_output(core, meta, i) for i in range(meta.first, meta.first + meta.samples)]
+    return gap_to(exact, core, envelope, realization_of(m, assignment), "kernel")
+
+
+def test_the_held_out_gap_is_printed_on_the_windows_after_the_envelopes(tmp_path):
+    data = tmp_path / "text.psk.d"
+    presk("data", REPO / "corpus/nlp/data/GPL-1.txt", "--window", "8", "--out", data)
+    sizes = [*MINIGPT, "--data", data]
+    env = calibrate(MINIGPT_FILE, sizes, tmp_path / "env.json")
+    text = solved(
+        MINIGPT_FILE, MINIGPT, env, tmp_path / "r.json", "--budget", "1e-3", "--heldout", "3"
+    )
+    assert f"samples 2 to 4 of {data}" in line(text, "held-out gap")

@@ -16,7 +16,15 @@ from presk.precision.calibrate import Job
 from presk.precision.envelope import envelope_for
 from presk.precision.offers import ROUNDINGS, menu
 from presk.precision.sensitivity import sensitivities
-from presk.precision.solve import BACKENDS, Options, Solution, solve
+from presk.precision.solve import (
+    BACKENDS,
+    NARROWINGS,
+    Gauge,
+    Options,
+    Solution,
+    held_out_samples,
+    solve,
+)
 from presk.toolchain import default_threads
 
 budget_number = real_number("a positive number", strict=True)
@@ -70,13 +78,27 @@ def configure(p) -> None:
         "--margin",
         type=real_number("a positive number", strict=True),
         default=2.5,
-        help="what --estimate rss divides the budget by (default 2.5)",
+        help="what --estimate rss and --narrow divide the budget by (default 2.5)",
     )
     p.add_argument(
         "--measure",
         choices=tuple(BACKENDS),
         default="kernel",
         help="run candidates on the kernel evaluator (default) or natively: the same bits",
+    )
+    p.add_argument(
+        "--narrow",
+        choices=NARROWINGS,
+        help="after acceptance, narrow each decision one rung while the measured gap stays "
+        "inside budget/--margin (measured); then undo the last steps until the held-out "
+        "samples are inside too (heldout)",
+    )
+    p.add_argument(
+        "--heldout",
+        type=positive_count,
+        metavar="M",
+        help="measure the solution on the M samples after the envelope's in its data file "
+        "(default with --narrow heldout: as many as the envelope's)",
     )
     p.add_argument(
         "--exhaustive",
@@ -112,6 +134,7 @@ def run(args) -> int:
             f"not {args.weights}",
             code="E7004",
         )
+    held = held_out(args, core, meta)  # refused before the sweep if there are none
     found = sensitivities(core, meta.seed, meta.weights, meta.bits)
     offered = menu(core, envelope, found, args.rounding, args.min_gain)
     options = Options(
@@ -119,17 +142,27 @@ def run(args) -> int:
         absolute=args.budget is None,
         estimate=args.estimate,
         margin=args.margin,
-        measure=args.measure,
         exhaustive=args.exhaustive,
-        workers=args.workers if args.workers is not None else default_threads(),
+        narrow=args.narrow,
     )
     job = Job(program.ast.text, args.file, args.remat, meta)
-    solution = solve(core, envelope, job, offered, options)
+    workers = args.workers if args.workers is not None else default_threads()
+    gauge = Gauge(core, envelope, job, offered, args.measure, workers)
+    solution = solve(offered, options, gauge, gauge.moved_to(held) if held else None)
     write(solution, args.out, moves_path)
     print(summary(solution, core.entry, args, moves_path))
     if args.sites:
         print(decisions(solution, args.sites))
     return 0
+
+
+def held_out(args, core, meta):
+    """The held-out samples' meta, if `--heldout` or `--narrow heldout` asks for them."""
+    if args.heldout is not None:
+        return held_out_samples(core, meta, args.heldout, f"--heldout {args.heldout}")
+    if args.narrow == "heldout":
+        return held_out_samples(core, meta, meta.samples, "--narrow heldout")
+    return None
 
 
 def moves_path_of(out: str) -> str:
@@ -165,6 +198,10 @@ def summary(s: Solution, entry: str, args, moves_path: str) -> str:
         + ("inside" if s.inside else "OUTSIDE (even all-f64)"),
         f"widening rounds: {s.rounds}; measurements: {s.measurements}",
     ]
+    if s.narrowing is not None:
+        lines.append(_narrowing(s))
+    if s.held_out is not None:
+        lines.append(_held_out(s, args.measure))
     if s.exhaustive is not None:
         greedy = m.traffic(s.proposed)
         lines.append(
@@ -174,6 +211,25 @@ def summary(s: Solution, entry: str, args, moves_path: str) -> str:
         )
     lines.append(f"wrote {args.out} (moves in {moves_path})")
     return "\n".join(lines)
+
+
+def _narrowing(s: Solution) -> str:
+    n = s.narrowing
+    undone = f", {n.undone} undone by the held-out samples" if n.how == "heldout" else ""
+    return (
+        f"narrowing by measurement ({n.how}): {n.kept} steps kept of {n.tried} measured in "
+        f"{n.passes} passes, each inside {_n(n.threshold)} (budget/margin){undone}"
+    )
+
+
+def _held_out(s: Solution, measure: str) -> str:
+    h = s.held_out
+    last = h.meta.first + h.meta.samples - 1
+    return (
+        f"held-out gap ({measure}, samples {h.meta.first} to {last} of {h.meta.data}): "
+        f"{_n(h.gap)} against a budget of {_n(s.budget)}: "
+        + ("inside" if h.gap <= s.budget else "OUTSIDE")
+    )
 
 
 def _rules(s: Solution) -> str:

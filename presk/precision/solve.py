@@ -8,26 +8,37 @@ measures: the candidate runs on the envelope's samples against the exact referen
 while the gap exceeds the budget it widens the value with the largest term one rung. The
 estimate only ranks (it is first-order, and blind to what a type's range or an
 accumulation does inside a kernel); the measurement decides. Every move is recorded.
+
+Two options spend what the estimate left of the budget (docs/precision.md, section 7).
+`--narrow measured` narrows each decision one more rung, the largest saving first, and
+keeps a step while the measured gap stays inside budget/margin, in up to three passes.
+`--narrow heldout` then undoes the kept steps, the last first, until the samples after
+the envelope's in its data file (the held-out samples) are inside budget/margin too: a
+narrowing decided by measurement needs a check on data it was not measured on.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 import numpy as np
 
 from presk.api import Core
-from presk.errors import UsageError
+from presk.errors import BindingError, UsageError
 from presk.precision.bound import exact_output, gap_to
 from presk.precision.calibrate import Job, on_processes
-from presk.precision.envelope import Envelope
+from presk.precision.envelope import Envelope, Meta
 from presk.precision.offers import BYTES, RUNGS, Menu, estimate
+from presk.precision.samples import sample_arguments
 from presk.realize import Realization
 
 MAX_ASSIGNMENTS = 3**12  # --exhaustive enumerates every assignment: 12 values at most
 BACKENDS = {"kernel": "kernel", "native": "mlir"}  # --measure's choices, the backends they run
+NARROWINGS = ("measured", "heldout")  # --narrow's choices
+NARROW_PASSES = 3  # --narrow measured stops after three passes, or a pass that keeps nothing
 
 
 @dataclass(frozen=True)
@@ -35,10 +46,9 @@ class Options:
     budget: float  # ε, relative to the output's largest magnitude unless `absolute`
     absolute: bool = False
     estimate: str = "sum"  # or "rss"
-    margin: float = 2.5  # rss aims at budget / margin
-    measure: str = "kernel"  # or "native"
+    margin: float = 2.5  # rss and --narrow aim at budget / margin
     exhaustive: bool = False
-    workers: int = 1
+    narrow: str | None = None  # in NARROWINGS
 
 
 @dataclass(frozen=True)
@@ -48,9 +58,12 @@ class Move:
     kind: str  # "value" or "parameter"
     rung: str  # from
     to: str
-    outcome: str  # a narrowing "taken" or "refused" by the estimate; a widening "measured"
+    # a narrowing "taken" or "refused" by the estimate, or "kept" or "rejected" by the
+    # measurement (--narrow); a widening "measured" after a gap past the budget, or
+    # "held out" (a kept narrowing undone by --narrow heldout)
+    outcome: str
     estimate: float  # the estimate had the move been made
-    gap: float | None = None  # the measurement a widening follows
+    gap: float | None = None  # the measurement that decided the move
 
     def record(self) -> dict:
         out = {
@@ -73,6 +86,36 @@ class Exhaustive:
     optimum: int  # the least traffic whose estimate is inside the target
 
 
+@dataclass(frozen=True)
+class Kept:
+    """A narrowing --narrow kept: the value, its rung before, the in-sample gap after."""
+
+    key: str
+    rung: str
+    gap: float
+
+
+@dataclass(frozen=True)
+class Narrowing:
+    """What --narrow did: its steps measured and kept, and those the held-out samples
+    undid."""
+
+    how: str  # in NARROWINGS
+    threshold: float  # budget / margin, what a step's measured gap must stay inside
+    passes: int
+    tried: int
+    kept: int
+    undone: int = 0
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """The final assignment's measured gap on the held-out samples."""
+
+    meta: Meta  # the envelope's, moved to the held-out samples
+    gap: float
+
+
 @dataclass
 class Solution:
     menu: Menu
@@ -84,9 +127,11 @@ class Solution:
     estimate: float  # of `assignment`
     gap: float  # its measured gap
     rounds: int  # widening rounds
-    measurements: int
+    measurements: int  # on the envelope's samples and the held-out ones
     moves: list[Move] = field(default_factory=list)
     exhaustive: Exhaustive | None = None
+    narrowing: Narrowing | None = None
+    held_out: HeldOut | None = None
 
     @property
     def inside(self) -> bool:
@@ -112,13 +157,13 @@ def realization_of(menu: Menu, assignment: dict[str, str]) -> Realization:
     )
 
 
-def solve(core: Core, envelope: Envelope, job: Job, menu: Menu, options: Options) -> Solution:
-    """The cheapest assignment the greedy proposal and the widening find, measured inside
-    the budget (or all-f64, if even that is not)."""
+def solve(menu: Menu, options: Options, gauge: Gauge, held: Gauge | None = None) -> Solution:
+    """The cheapest assignment the greedy proposal and the widening find, measured by
+    `gauge` inside the budget (or all-f64, if even that is not), narrowed further by
+    `options.narrow`; its gap on the held-out samples measured by `held`, if given."""
     if options.exhaustive:
         check_exhaustive(menu)
-    exact_outs = exact_outputs(core, job, options.workers)
-    scale = 1.0 if options.absolute else _largest(exact_outs)
+    scale = 1.0 if options.absolute else _largest(gauge.exact)
     if scale == 0:
         raise UsageError(
             "the exact output is 0 on every sample: a relative budget bounds nothing; "
@@ -129,16 +174,25 @@ def solve(core: Core, envelope: Envelope, job: Job, menu: Menu, options: Options
     moves: list[Move] = []
     proposed = propose(menu, target, options.estimate, moves)
     assignment = dict(proposed)
-
-    def measure() -> float:
-        r = realization_of(menu, assignment)
-        return gap_to(exact_outs, core, envelope, r, BACKENDS[options.measure])
-
-    gap, measurements, rounds = measure(), 1, 0
+    runs_before = _runs(gauge, held)  # a gauge may have served other solves
+    gap, rounds = gauge.gap(assignment), 0
     while gap > budget and any(t != "f64" for t in assignment.values()):
         moves.append(widen(menu, assignment, options.estimate, gap))
         rounds += 1
-        gap, measurements = measure(), measurements + 1
+        gap = gauge.gap(assignment)
+    narrowing, kept = None, []
+    if options.narrow is not None and gap <= budget:
+        threshold = budget / options.margin
+        narrowing, kept = narrow(menu, assignment, gauge, threshold, options, moves)
+    held_out = None
+    if held is not None:
+        held_gap = held.gap(assignment)
+        if options.narrow == "heldout" and narrowing is not None:
+            threshold = narrowing.threshold
+            held_gap = undo(menu, assignment, kept, held, held_gap, threshold, options, moves)
+            narrowing = replace(narrowing, undone=narrowing.kept - len(kept))
+        held_out = HeldOut(held.envelope.meta, held_gap)
+    gap = kept[-1].gap if kept else gap  # the in-sample gap of the last step still kept
     return Solution(
         menu,
         scale,
@@ -149,10 +203,67 @@ def solve(core: Core, envelope: Envelope, job: Job, menu: Menu, options: Options
         estimate(menu.terms(assignment).values(), options.estimate),
         gap,
         rounds,
-        measurements,
+        _runs(gauge, held) - runs_before,
         moves,
         search(menu, target, options.estimate) if options.exhaustive else None,
+        narrowing,
+        held_out,
     )
+
+
+def _runs(gauge: Gauge, held: Gauge | None) -> int:
+    return gauge.runs + (held.runs if held is not None else 0)
+
+
+class Gauge:
+    """Candidates measured on `measure`'s backend against the exact outputs of an envelope's
+    samples, computed once (on `workers` processes) when first needed: one gauge serves
+    any number of solves."""
+
+    def __init__(
+        self,
+        core: Core,
+        envelope: Envelope,
+        job: Job,
+        menu: Menu,
+        measure: str = "kernel",
+        workers: int = 1,
+    ):
+        self.core, self.envelope, self.job, self.menu = core, envelope, job, menu
+        self.measure, self.workers = measure, workers
+        self.runs = 0
+
+    @cached_property
+    def exact(self) -> list[list[np.ndarray]]:
+        return exact_outputs(self.core, self.job, self.workers)
+
+    def moved_to(self, meta: Meta) -> Gauge:
+        """A gauge on other samples of the same data (`meta`: the envelope's, moved)."""
+        envelope, job = replace(self.envelope, meta=meta), replace(self.job, meta=meta)
+        return Gauge(self.core, envelope, job, self.menu, self.measure, self.workers)
+
+    def gap(self, assignment: dict[str, str]) -> float:
+        self.runs += 1
+        r = realization_of(self.menu, assignment)
+        return gap_to(self.exact, self.core, self.envelope, r, BACKENDS[self.measure])
+
+
+def held_out_samples(core: Core, meta: Meta, count: int, flag: str) -> Meta:
+    """The envelope's meta moved to the `count` samples after its own in its data file,
+    refused (E3011) before anything runs when there are none: drawn inputs, or a file
+    too short."""
+    if meta.data is None:
+        raise BindingError(
+            f"{flag}: the held-out samples are the data file's windows after the envelope's, "
+            "and this envelope's inputs were drawn (calibrate it with --data)",
+            code="E3011",
+        )
+    held = replace(meta, first=meta.first + meta.samples, samples=count)
+    try:  # the last one reads the most windows
+        sample_arguments(core, held, held.first + count - 1)
+    except BindingError as e:
+        raise BindingError(f"{flag}: held-out {e.message}", code="E3011") from None
+    return held
 
 
 def _largest(exact_outs: list[list[np.ndarray]]) -> float:
@@ -225,6 +336,79 @@ def widen(menu: Menu, assignment: dict[str, str], how: str, gap: float) -> Move:
     assignment[key] = RUNGS[RUNGS.index(rung) - 1]
     after = estimate(menu.terms(assignment).values(), how)
     return Move("widen", key, menu.item(key).kind, rung, assignment[key], "measured", after, gap)
+
+
+# ---- narrowing by measurement (--narrow) ---------------------------------------------------
+
+
+def narrow(
+    menu: Menu,
+    assignment: dict[str, str],
+    gauge: Gauge,
+    threshold: float,
+    options: Options,
+    moves: list[Move],
+) -> tuple[Narrowing, list[Kept]]:
+    """Narrow each decision one rung, the largest saving first, keeping a step while the
+    measured gap stays inside `threshold`; up to NARROW_PASSES passes, ending early after
+    one that keeps nothing. Returns what it did and the steps kept, in order."""
+    kept: list[Kept] = []
+    passes = tried = 0
+    while passes < NARROW_PASSES:
+        passes += 1
+        before = len(kept)
+        for key in by_next_saving(menu, assignment):
+            rung = assignment[key]
+            assignment[key] = RUNGS[RUNGS.index(rung) + 1]
+            gap = gauge.gap(assignment)
+            tried += 1
+            outcome = "kept" if gap <= threshold else "rejected"
+            after = estimate(menu.terms(assignment).values(), options.estimate)
+            item = menu.item(key)
+            moves.append(Move("narrow", key, item.kind, rung, assignment[key], outcome, after, gap))
+            if outcome == "kept":
+                kept.append(Kept(key, rung, gap))
+            else:
+                assignment[key] = rung
+        if len(kept) == before:
+            break
+    return Narrowing(options.narrow, threshold, passes, tried, len(kept)), kept
+
+
+def by_next_saving(menu: Menu, assignment: dict[str, str]) -> list[str]:
+    """The decisions that can narrow, the largest saving of their next rung first."""
+    open_keys = [k for k in menu.offered if assignment[k] != RUNGS[-1]]
+
+    def next_saving(key: str) -> int:
+        rung = assignment[key]
+        return menu.item(key).elements * (BYTES[rung] - BYTES[RUNGS[RUNGS.index(rung) + 1]])
+
+    return sorted(open_keys, key=lambda k: (-next_saving(k), k))
+
+
+def undo(
+    menu: Menu,
+    assignment: dict[str, str],
+    kept: list[Kept],
+    held: Gauge,
+    held_gap: float,
+    threshold: float,
+    options: Options,
+    moves: list[Move],
+) -> float:
+    """Undo the kept steps (popping them from `kept`), the last first, until the held-out
+    gap is inside budget/margin too (early stopping: the held-out samples judge the
+    sequence of steps, not each step). Returns the held-out gap after."""
+    while held_gap > threshold and kept:
+        step = kept.pop()
+        narrower = assignment[step.key]
+        assignment[step.key] = step.rung
+        after = estimate(menu.terms(assignment).values(), options.estimate)
+        kind = menu.item(step.key).kind
+        move = Move("widen", step.key, kind, narrower, step.rung, "held out", after, held_gap)
+        moves.append(move)
+        held_gap = held.gap(assignment)
+    return held_gap
 
 
 # ---- the exhaustive search -----------------------------------------------------------------

@@ -1,7 +1,8 @@
 """presk solve refuses a budget it cannot aim at (≤ 0, NaN, not a number: E0001), an
 envelope of another program or bindings (E7004) or a malformed one (E7003), an
---exhaustive search too large to enumerate (E0001), and an --out it will not write
-(E0003), each before it measures anything."""
+--exhaustive search too large to enumerate (E0001), held-out samples that are not there
+(an envelope without --data, a data file too short: E3011), and an --out it will not
+write (E0003), each before it measures anything."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from presk.cli.main import main
 REPO = Path(__file__).resolve().parent.parent.parent
 MLP = str(REPO / "tests/train/mlp_regression.psk")
 LOSS = ["--entry", "Regression.loss", "--dim", "N=4"]
+MINIGPT_FILE = str(REPO / "tutorial/05_minigpt.psk")
+MINIGPT = ["--entry", "MiniGPT{64, 16, 2, 2}.loss", "--dim", "B=1", "--dim", "T=8"]
 
 
 @pytest.fixture(scope="module")
@@ -79,3 +82,30 @@ def test_an_exhaustive_search_too_large(envelope, tmp_path):
 
 def test_out_a_directory(envelope, tmp_path):
     refuse(solve(envelope, str(tmp_path), "--budget", "1e-3"), code="E0003")
+
+
+@pytest.mark.parametrize("flag", [["--narrow", "heldout"], ["--heldout", "2"]])
+def test_held_out_samples_of_an_envelope_without_data(envelope, tmp_path, flag):
+    argv = solve(envelope, str(tmp_path / "r.json"), "--budget", "1e-3", *flag)
+    refuse(argv, code="E3011", says="inputs were drawn")
+
+
+def test_held_out_samples_past_the_end_of_the_data_file(tmp_path):
+    data = str(tmp_path / "text.psk.d")
+    text = str(REPO / "corpus/nlp/data/GPL-1.txt")
+    assert main(["data", text, "--window", "8", "--out", data]) == 0
+    env = str(tmp_path / "env.json")
+    argv = ["calibrate", "--precision", MINIGPT_FILE, *MINIGPT, "--data", data, "--bits", "64"]
+    assert main([*argv, "--samples", "1", "--workers", "1", "--out", env]) == 0
+    flags = ("--budget", "1e-3", "--heldout", "100000")
+    argv = ["solve", MINIGPT_FILE, *MINIGPT, "--precision", env, "--out", str(tmp_path / "r.json")]
+    refuse([*argv, *flags], code="E3011", says="--heldout 100000: held-out sample 100000")
+
+
+@pytest.mark.parametrize(
+    "flags, says",
+    [(["--heldout", "0"], "not a positive whole number"), (["--narrow", "wider"], "choice")],
+)
+def test_held_out_and_narrow_flags_presk_cannot_take(envelope, tmp_path, flags, says):
+    argv = solve(envelope, str(tmp_path / "r.json"), "--budget", "1e-3", *flags)
+    refuse(argv, code="E0001", says=says)

@@ -1,0 +1,174 @@
+"""The budget curve of `presk solve` on the corpus GPT: one program, one envelope, the
+budget swept from 1e-1 to 1e-7 of |L|. Per budget it prints the realization's traffic
+against all-f64 (one sample's stored values and the parameters once), its measured gap
+to the exact reference on the envelope's samples and on the held-out windows after
+them (relative to |L|, like the budget), whether each is inside, the stored values and
+parameters narrowed to f32 and to bf16, the widening rounds, with --narrow the steps it
+kept of those it measured and those the held-out windows undid, and the seconds the solve
+took (the first includes the reference's runs). The date and the machine are printed
+first. Each realization is written to WORK/solved_<budget>.json, for `--realize @…`.
+
+    python bench/curve.py --work /tmp/curve --train 400          # data, training, envelope
+    python bench/curve.py --work /tmp/curve --checkpoint CKPT    # trained elsewhere, at T
+
+The model is corpus/nlp/05_gpt.psk's `loss` at D=64, H=2, L=2, T=64 (`--dim`/`--const`
+change it). Without --data it cuts the corpus into windows of T tokens (`presk data`);
+with --train N it trains N steps natively (`presk train --backend mlir`, B=8); then it
+calibrates once (`presk calibrate --precision`, --samples windows at --batch, --bits),
+unless WORK/envelope.json is already that envelope, and solves each budget on the same
+sensitivity sweep and the same exact outputs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import presk  # noqa: E402
+from presk.errors import PreskError  # noqa: E402
+from presk.front.bindings import parse_assignments  # noqa: E402
+from presk.precision.calibrate import Job  # noqa: E402
+from presk.precision.envelope import envelope_for  # noqa: E402
+from presk.precision.offers import menu  # noqa: E402
+from presk.precision.sensitivity import sensitivities  # noqa: E402
+from presk.precision.solve import Gauge, Options, Solution, held_out_samples, solve  # noqa: E402
+from presk.toolchain import default_threads  # noqa: E402
+
+sys.path.insert(0, str(REPO / "bench"))
+from envelope_slices import machine  # noqa: E402
+
+PROGRAM = REPO / "corpus" / "nlp" / "05_gpt.psk"
+PRESK = Path(sys.executable).parent / "presk"
+BUDGETS = "1e-1,1e-2,1e-3,1e-4,1e-5,1e-6,1e-7"
+
+
+def arguments() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--work", required=True, type=Path, help="where data and records go")
+    trained = ap.add_mutually_exclusive_group(required=True)
+    trained.add_argument("--checkpoint", help="trained weights (at the same D, H, L and T)")
+    trained.add_argument("--train", type=int, metavar="STEPS", help="train this many steps")
+    ap.add_argument("--data", help="a `presk data` file of T-token windows (default: made)")
+    ap.add_argument("--const", action="append", default=[], metavar="NAME=N")
+    ap.add_argument("--dim", action="append", default=[], metavar="NAME=N", help="T=64")
+    ap.add_argument("--batch", type=int, default=2, help="windows a sample (default 2)")
+    ap.add_argument("--samples", type=int, default=2, help="the envelope's (default 2)")
+    ap.add_argument("--heldout", type=int, default=2, help="held-out samples (default 2)")
+    ap.add_argument("--bits", type=int, default=64, help="the reference's (default 64)")
+    ap.add_argument("--budgets", default=BUDGETS, help=f"(default {BUDGETS})")
+    ap.add_argument("--narrow", choices=("measured", "heldout"), help="presk solve --narrow")
+    ap.add_argument("--workers", type=int, help="processes for the reference's samples")
+    return ap
+
+
+def run(*args: str) -> None:
+    print("$ presk " + " ".join(str(a).replace(str(REPO) + "/", "") for a in args), flush=True)
+    subprocess.run([str(PRESK), *map(str, args)], check=True, cwd=REPO)
+
+
+def main(argv: list[str] | None = None) -> int:
+    opts = arguments().parse_args(argv)
+    consts = {"D": 64, "H": 2, "L": 2} | parse_assignments(opts.const, "--const", "E3007")
+    dims = {"T": 64} | parse_assignments(opts.dim, "--dim", "E3004")
+    model = [f for k, v in consts.items() for f in ("--const", f"{k}={v}")]
+    model += [f for k, v in dims.items() if k != "B" for f in ("--dim", f"{k}={v}")]
+    workers = opts.workers or default_threads()
+    opts.work.mkdir(parents=True, exist_ok=True)
+    print(f"{time.strftime('%Y-%m-%d', time.gmtime())}, {machine()}, workers: {workers}")
+    data = opts.data or str(opts.work / f"text{dims['T']}.psk.d")
+    if opts.data is None:
+        texts = sorted((REPO / "corpus" / "nlp" / "data").glob("*.txt"))
+        run("data", *texts, "--window", dims["T"], "--out", data)
+    checkpoint = opts.checkpoint or str(opts.work / "gpt" / "checkpoint.psk.d")
+    if opts.train:
+        train = ("--dim", "B=8", "--backend", "mlir", "--lr", "0.003", "--quiet")
+        run("train", PROGRAM, "--entry", "loss", *model, *train, "--data", data,
+            "--steps", opts.train, "--out", opts.work / "gpt")  # fmt: skip
+    loss = [PROGRAM, "--entry", "loss", *model, "--dim", f"B={opts.batch}"]
+    env = str(opts.work / "envelope.json")
+    core = presk.load(PROGRAM).elaborate("loss", {**dims, "B": opts.batch}, consts)
+    if not _is_envelope(env, core, data, checkpoint, opts):
+        run("calibrate", "--precision", *loss, "--data", data, "--weights", checkpoint,
+            "--bits", opts.bits, "--samples", opts.samples, "--workers", workers,
+            "--out", env)  # fmt: skip
+    curve(core, env, opts, workers)
+    return 0
+
+
+def _is_envelope(path: str, core, data: str, checkpoint: str, opts) -> bool:
+    """Whether `path` holds the envelope this run would calibrate (kept: it is slow)."""
+    try:
+        meta = envelope_for(path, core).meta
+    except (PreskError, OSError):
+        return False
+    wanted = (data, checkpoint, opts.samples, 0, opts.bits)
+    return (meta.data, meta.weights, meta.samples, meta.first, meta.bits) == wanted
+
+
+def curve(core, env: str, opts, workers: int) -> None:
+    """Solve every budget on one sweep, one menu and one set of exact outputs."""
+    envelope = envelope_for(env, core)
+    meta = envelope.meta
+    held = held_out_samples(core, meta, opts.heldout, "--heldout")
+    start = time.perf_counter()
+    m = menu(core, envelope, sensitivities(core, meta.seed, meta.weights, meta.bits))
+    print(f"\nsensitivity sweep: {time.perf_counter() - start:.0f} s")
+    job = Job(PROGRAM.read_text(), str(PROGRAM), "store", meta)
+    gauge = Gauge(core, envelope, job, m, workers=workers)  # one set of exact outputs
+    held_gauge = gauge.moved_to(held)
+    print(
+        f"`{core.entry}` {_bound(core)}, {meta.data}, samples {meta.first}-"
+        f"{meta.first + meta.samples - 1} (held out: {held.first}-"
+        f"{held.first + held.samples - 1}), {meta.bits} bits, weights {meta.weights}"
+    )
+    print(f"offered: {len(m.offered)} of {len(m.values)} stored values and {len(m.params)} "
+          f"parameters; all-f64 traffic {m.all_f64} bytes\n")  # fmt: skip
+    print(
+        "| budget | traffic vs all-f64 | gap / abs L | inside | held-out gap / abs L | inside "
+        "| f32 (values + params) | bf16 (values + params) | widening rounds "
+        "| narrowing kept, undone | s |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for budget in opts.budgets.split(","):
+        start = time.perf_counter()
+        s = solve(m, Options(float(budget), narrow=opts.narrow), gauge, held_gauge)
+        (opts.work / f"solved_{budget}.json").write_text(json.dumps(s.record(), indent=1) + "\n")
+        print(row(budget, s, time.perf_counter() - start), flush=True)
+
+
+def _bound(core) -> str:
+    return " ".join(f"{k}={v}" for k, v in (core.consts | core.dims).items())
+
+
+def row(budget: str, s: Solution, seconds: float) -> str:
+    m = s.menu
+    ratio = m.all_f64 / m.traffic(s.assignment)
+    held = s.held_out.gap
+
+    def narrowed(t: str) -> str:
+        values = sum(1 for k, r in s.assignment.items() if r == t and k in m.values)
+        params = sum(1 for k, r in s.assignment.items() if r == t and k in m.params)
+        return f"{values} + {params}"
+
+    return (
+        f"| {budget} | {ratio:.3f}× less | {s.gap / s.scale:.3g} | "
+        f"{'yes' if s.inside else 'NO'} | {held / s.scale:.3g} | "
+        f"{'yes' if held <= s.budget else 'NO'} | {narrowed('f32')} | {narrowed('bf16')} | "
+        f"{s.rounds} | {_narrowing(s)} | {seconds:.0f} |"
+    )
+
+
+def _narrowing(s: Solution) -> str:
+    n = s.narrowing
+    return "—" if n is None else f"{n.kept} of {n.tried}, {n.undone}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
