@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test,lint]'
 	touch $@
 
-demo: setup  ## train MiniGPT natively on the shipped corpus, then check one step exactly
+demo: setup  ## train MiniGPT natively on the shipped corpus, check one step exactly, solve a budget
 	@$(BIN)/python tools/demo.py
 
 test: setup  ## pytest (fast tests, on JOBS workers) and the lit suite
