@@ -38,11 +38,12 @@ def resident_mb() -> float:
 
 def mapped_kernels(cache: str) -> set[str]:
     """The kernel libraries this process has mapped, by file name (the kernel's key): from
-    the cache, or from the temporary directory a kernel is built in."""
+    the cache, or from the temporary directory a kernel is built in (not the replay
+    runtime in the cache's `replay` folder, one a process: docs/mlir.md, section 6)."""
     return {
         Path(line.split(maxsplit=5)[-1].removesuffix(" (deleted)")).name
         for line in Path("/proc/self/maps").read_text().splitlines()
-        if cache in line or "/presk-kernel-" in line
+        if (cache in line and f"{cache}/replay/" not in line) or "/presk-kernel-" in line
     }
 
 

@@ -3,11 +3,13 @@ step by step.
 
 A `Profile` set on a schedule (presk/backends/schedule.py) replays it as `Schedule.run`
 does, reading the clock around each part: converting the arguments to their storage
-types, the arena, each step, and building the result. A launch's time is split in two:
-what a launch costs outside its kernel (the same ctypes call on an empty range of a
-kernel's splittable loop, measured once) goes to `launches`, the rest to the kernel's
-site. The parts of a call add up to the call's time but for the clock's own reads and
-the backend's call around the replay.
+types, the arena, each step, and building the result. A segment's launches are timed
+inside C, each going to its kernel's site, and the rest of the segment's call to
+`launches`. A launch made from Python (one split over the workers) is split in two: what
+a launch costs outside its kernel (the same ctypes call on an empty range of a kernel's
+splittable loop, measured once) goes to `launches`, the rest to the kernel's site. The
+parts of a call add up to the call's time but for the clock's own reads and the
+backend's call around the replay.
 """
 
 from __future__ import annotations
@@ -50,8 +52,12 @@ class Profile:
         allocated = clock()
         arrays, regions = schedule.memory(inputs)
         stamps = [clock()]  # one read after each step: the loop adds little to the call
-        for step in schedule.steps:
-            step(regions, arrays, ctx)
+        inside = []  # each segment's launches' nanoseconds, timed in C
+        for step, label in schedule.segments:
+            if isinstance(label, list):
+                inside.append(step.timed(regions))
+            else:
+                step(regions, arrays, ctx)
             stamps.append(clock())
         out = schedule.output(arrays)
         end = clock()
@@ -61,8 +67,14 @@ class Profile:
         parts[ARGUMENTS] = allocated - start
         parts[ARENA] = stamps[0] - allocated
         parts[RESULT] = end - stamps[-1]
-        for label, before, after in zip(schedule.labels, stamps, stamps[1:], strict=False):
-            if isinstance(label, Launch):  # never charged more than the launch took
+        timed = iter(inside)
+        for (_, label), before, after in zip(schedule.segments, stamps, stamps[1:], strict=False):
+            if isinstance(label, list):  # a segment: what its launches took outside them
+                seconds = [ns * 1e-9 for ns in next(timed)]
+                for launch, t in zip(label, seconds, strict=True):
+                    parts[launch.site, launch.kernel.name] += t
+                parts[LAUNCHES] += after - before - sum(seconds)
+            elif isinstance(label, Launch):  # never charged more than the launch took
                 outside = min(after - before, self.overhead)
                 parts[LAUNCHES] += outside
                 parts[label.site, label.kernel.name] += after - before - outside

@@ -6,7 +6,9 @@ Calls replay a schedule of the host program (presk/backends/schedule.py), traced
 entry, each launch in it the `LaunchPlan` the kernel evaluator runs
 (presk/backends/launch.py). A kernel whose outermost loop may be split
 (`psk_kernel.split`) and whose work (`psk_kernel.work`, in scalar operations) is at
-least `split_work` runs on the worker threads.
+least `split_work` runs on the worker threads. Every other run of launches with no host
+step between them is a segment, replayed in C by one native call
+(presk/backends/replay.py).
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from presk.backends.host import CallContext
 from presk.backends.kernel import Kernels
 from presk.backends.launch import LaunchPlans
 from presk.backends.native import Compiler, Native, shared_compiler
-from presk.backends.schedule import Schedule
+from presk.backends.replay import Segment, replay_for
+from presk.backends.schedule import Launch, Schedule
 from presk.backends.workers import Workers
 from presk.core.program import HostProgram
 from presk.kernel.machine import Machine
@@ -104,13 +107,8 @@ class MlirBackend:
     def launch_step(self, kernel: Compiled, buffers: list[tuple[int, int]]):
         """The schedule step that launches `kernel` on buffers given as (region, offset)."""
         fn, trips = kernel.native.fn, kernel.split
-        if kernel.workers:  # the layout's split
-            workers = Workers(kernel.workers)
-        elif self.workers.threads > 1 and kernel.work >= self.split_work:
-            workers = self.workers
-        else:
-            workers = None
-        if trips > 1 and workers is not None and workers.threads > 1:
+        workers = self._split_over(kernel)
+        if workers is not None:
             run = workers.run
 
             def split(regions, arrays, ctx):
@@ -122,3 +120,28 @@ class MlirBackend:
             fn(*[regions[r] + o for r, o in buffers], 0, trips)
 
         return launch
+
+    def _split_over(self, kernel: Compiled) -> Workers | None:
+        """The workers a launch of `kernel` is split over; None if it runs on one thread."""
+        if kernel.split <= 1:
+            return None
+        if kernel.workers:  # the layout's split
+            workers = Workers(kernel.workers)
+        elif self.workers.threads > 1 and kernel.work >= self.split_work:
+            workers = self.workers
+        else:
+            return None
+        return workers if workers.threads > 1 else None
+
+    def in_segment(self, kernel: Compiled) -> bool:
+        """Whether a launch of `kernel` may run in a segment: on one thread, with no more
+        buffers than the replay runtime's steps take."""
+        replay = replay_for(self.compiler)
+        return self._split_over(kernel) is None and len(kernel.elements) <= replay.buffers
+
+    def segment_step(self, launches: list[Launch]) -> Segment:
+        """The schedule step that runs `launches` (each `in_segment`) in one native call."""
+        return Segment(
+            replay_for(self.compiler),
+            [(x.kernel.native.fn, x.buffers, 0, x.kernel.split) for x in launches],
+        )

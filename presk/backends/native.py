@@ -128,35 +128,16 @@ class Compiler:
     def _compile_or_load(self, text: str, ctx: ir.Context, nbuffers: int) -> Native:
         start = time.perf_counter()
         key = hashlib.blake2b(f"{self._prefix}\n{text}".encode(), digest_size=16).hexdigest()
-        entry = Entry(self.directory, key)
-        cached = entry.holds(text)
-        fn, path = None, entry.lib
-        if cached:
-            try:
-                fn = _load(entry.lib, nbuffers)
-            except OSError:  # a library this installation cannot load: made again
-                cached = False
-        if fn is None:
-            fn, path = self._build_and_load(text, ctx, entry, nbuffers)
+        fn, path, cached = cached_library(
+            Entry(self.directory, key),
+            text,
+            lambda so: _build(text, ctx, so),
+            lambda lib: _load(lib, nbuffers),
+            self.warn,
+        )
         return Native(fn, time.perf_counter() - start, cached, path)
 
-    def _build_and_load(self, text: str, ctx: ir.Context, entry: Entry, nbuffers: int):
-        """Build the kernel's library in a temporary directory, load it from there and
-        store it in the cache; the function and the library's cache path, None if the
-        cache could not hold it."""
-        with tempfile.TemporaryDirectory(prefix="presk-kernel-") as tmp:
-            # named by its key: the dynamic loader reuses an object loaded from the same path
-            so = Path(tmp) / entry.lib.name
-            _build(text, ctx, so)
-            fn = _load(so, nbuffers)
-            try:
-                entry.store(text, so.read_bytes())
-            except UsageError as e:
-                self._warn(e)
-                return fn, None
-        return fn, entry.lib
-
-    def _warn(self, e: UsageError) -> None:
+    def warn(self, e: UsageError) -> None:
         """One line per compiler (a process shares one): a cache that cannot be written
         must not fail a run."""
         if not self._warned:
@@ -167,13 +148,38 @@ class Compiler:
             self._warned = True
 
 
+def cached_library(entry: Entry, text: str, build, load, warn, scratch: str = "presk-kernel-"):
+    """What `load` makes of the library the cache holds for `text`, verified, else of the
+    library `build(path)` writes, stored in the cache (a cache that cannot hold it is told
+    to `warn`); with the library's cache path (None if not stored) and whether it was a
+    hit. A library is built and loaded in a temporary directory (named `scratch`…), named
+    by its key: the dynamic loader reuses an object loaded from the same path."""
+    if entry.holds(text):
+        try:
+            return load(entry.lib), entry.lib, True
+        except OSError:  # a library this installation cannot load: made again
+            pass
+    with tempfile.TemporaryDirectory(prefix=scratch) as tmp:
+        so = Path(tmp) / entry.lib.name
+        build(so)
+        loaded = load(so)
+        try:
+            entry.store(text, so.read_bytes())
+        except UsageError as e:
+            warn(e)
+            return loaded, None, False
+    return loaded, entry.lib, False
+
+
 @dataclass(frozen=True)
 class Entry:
-    """A kernel's place in the cache: its library, its text and the library's digest. The
-    digest is written last, so an entry is whole once its digest matches."""
+    """A library's place in the cache: the library, the text it was made from (a kernel's
+    MLIR, or C source: `suffix`) and the library's digest. The digest is written last, so
+    an entry is whole once its digest matches."""
 
     directory: Path
     key: str
+    suffix: str = ".mlir"
 
     @property
     def lib(self) -> Path:
@@ -181,7 +187,7 @@ class Entry:
 
     @property
     def text_file(self) -> Path:
-        return self.lib.with_suffix(".mlir")
+        return self.lib.with_suffix(self.suffix)
 
     @property
     def digest_file(self) -> Path:
@@ -219,10 +225,16 @@ def _read_regular(path: Path) -> bytes | None:
         return None
 
 
-def _build(text: str, ctx: ir.Context, so: Path) -> None:
+def c_compiler() -> str:
+    """The system C compiler, which links kernels and builds the replay runtime."""
     cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
     if cc is None:
-        raise ToolchainError("the mlir backend links kernels with a C compiler: install cc")
+        raise ToolchainError("the mlir backend links native code with a C compiler: install cc")
+    return cc
+
+
+def _build(text: str, ctx: ir.Context, so: Path) -> None:
+    cc = c_compiler()
     obj = so.with_suffix(".o")
     _write_object(text, ctx, obj)
     link = subprocess.run([cc, "-shared", "-o", so, obj, *_LIBS], capture_output=True, text=True)

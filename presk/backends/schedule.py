@@ -8,10 +8,13 @@ each piece of host work on data. Every later call replays the steps: one arena o
 memory holds every buffer the call makes, and a launch is a ctypes call on addresses
 found by adding offsets to the arena's, the arguments' and the constants' base
 addresses. Records, tuples, calls, folds, layer slices and renames cost nothing then.
+Each run of launches with no host step between them and none split over the workers is
+one step, a segment the backend replays in C in one native call (presk/backends/replay.py).
 
-Each step has a label (the `Launch` it makes, or the name of its host work), read only by
-`presk bench --breakdown`, which sets `profile` to time a replay step by step
-(presk/backends/breakdown.py); an untimed replay reads neither.
+Each step has a label (the `Launch` it makes, the launches of a segment, or the name of
+its host work), read only by `presk bench --breakdown`, which sets `profile` to time a
+replay step by step, a segment's launches timed inside C (presk/backends/breakdown.py);
+an untimed replay reads neither.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import ctypes
 import math
 from dataclasses import dataclass
+from itertools import groupby
 
 import numpy as np
 
@@ -108,6 +112,23 @@ class Schedule:
         ]
         host = Host(backend.program, self._apply, self._stack)
         self.result = host.call(entry, args, CallContext(training=training))
+        self.segments = self._segmented()  # the steps a call runs, with their labels
+
+    def _segmented(self) -> list[tuple[object, Launch | str | list[Launch]]]:
+        """The steps and their labels, each run of launches the backend may replay in C
+        made one step, labelled by its launches."""
+        out = []
+        for inline, run in groupby(
+            zip(self.steps, self.labels, strict=True),
+            lambda s: isinstance(s[1], Launch) and self.backend.in_segment(s[1].kernel),
+        ):
+            run = list(run)
+            if inline:
+                launches = [label for _, label in run]
+                out.append((self.backend.segment_step(launches), launches))
+            else:
+                out.extend(run)
+        return out
 
     # ---- tracing ----
     def _argument(self, path: str, t: TensorType, own: dict[str, str]) -> Tensor:
@@ -230,7 +251,7 @@ class Schedule:
         if self.profile is not None:
             return self.profile.replay(self, args, ctx)
         arrays, regions = self.memory(self.input_arrays(args))
-        for step in self.steps:
+        for step, _ in self.segments:
             step(regions, arrays, ctx)
         return self.output(arrays)
 
@@ -245,12 +266,13 @@ class Schedule:
                 inputs.append(np.ascontiguousarray(to_storage(t.data, e)))
         return inputs
 
-    def memory(self, inputs: list[np.ndarray]) -> tuple[list[np.ndarray], list[int]]:
-        """A new arena beside the inputs and constants: every region's array and address."""
+    def memory(self, inputs: list[np.ndarray]) -> tuple[list[np.ndarray], ctypes.Array]:
+        """A new arena beside the inputs and constants: every region's array, and their
+        addresses as a C array (a segment passes it to the replay runtime as it is)."""
         arena = np.empty(self.arena + ALIGN, np.uint8)
         pad = -arena.ctypes.data % ALIGN
         arrays = [arena[pad:], *inputs, *self.consts]
-        return arrays, [a.ctypes.data for a in arrays]
+        return arrays, (ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays])
 
     def output(self, arrays: list[np.ndarray]) -> Value:
         """The entry's result over the replay's memory."""

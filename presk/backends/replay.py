@@ -1,0 +1,124 @@
+"""Many launches in one native call: a schedule's segments replayed in C.
+
+`replay.c` (beside this module) is a small C runtime: `presk_replay(steps, n, regions)`
+calls each step's kernel in order on the addresses its (region, offset) pairs name, with
+its `lo, hi`. It is compiled once with the system C compiler into the kernel cache's
+`replay` folder (presk/backends/native.py), keyed by a hash of its source, the compiler
+and its flags, and verified on every load as a kernel's library is: a library damaged or
+swapped is built again, never run. A `Segment` is a run of launches a schedule makes one
+ctypes call of, in place of one call a launch.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import subprocess
+from pathlib import Path
+
+from presk.backends.native import Compiler, Entry, c_compiler, cached_library
+from presk.errors import ToolchainError
+
+SOURCE = Path(__file__).with_name("replay.c")
+FLAGS = ["-O2", "-shared", "-fPIC"]
+
+
+class Step(ctypes.Structure):
+    """replay.c's `step`."""
+
+    _fields_ = [
+        ("fn", ctypes.c_void_p),
+        ("buffers", ctypes.c_int64),
+        ("at", ctypes.POINTER(ctypes.c_int64)),
+        ("lo", ctypes.c_int64),
+        ("hi", ctypes.c_int64),
+    ]
+
+
+class Replay:
+    """The loaded runtime: `buffers`, the most buffers a step may take, `run` (a segment's
+    launches) and `timed` (the same, each launch's nanoseconds written out)."""
+
+    def __init__(self, library: ctypes.CDLL):
+        self.library = library  # held: `run` lives in it
+        self.buffers = library.presk_replay_buffers()
+        self.run = library.presk_replay
+        self.run.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
+        self.run.restype = None
+        self.timed = library.presk_replay_timed
+        self.timed.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
+        self.timed.restype = None
+
+
+class Segment:
+    """A schedule step running `launches`, each (kernel function, buffers as (region,
+    offset), lo, hi), in one call of `presk_replay`."""
+
+    def __init__(self, replay: Replay, launches: list[tuple[object, list, int, int]]):
+        self.replay = replay
+        self.run = replay.run
+        self.kernels = [fn for fn, _, _, _ in launches]  # held: the steps point into them
+        self.pairs = [
+            (ctypes.c_int64 * (2 * len(buffers)))(*[x for pair in buffers for x in pair])
+            for _, buffers, _, _ in launches
+        ]
+        self.steps = (Step * len(launches))(
+            *[
+                Step(ctypes.cast(fn, ctypes.c_void_p), len(buffers), pairs, lo, hi)
+                for (fn, buffers, lo, hi), pairs in zip(launches, self.pairs, strict=True)
+            ]
+        )
+        self.address = ctypes.addressof(self.steps)
+        self.count = len(launches)
+        self.ns = (ctypes.c_int64 * self.count)()  # each launch's time in a timed run
+
+    def __call__(self, regions, arrays, ctx) -> None:
+        self.run(self.address, self.count, regions)
+
+    def timed(self, regions) -> list[int]:
+        """The segment run with each launch timed inside C (a breakdown): its nanoseconds."""
+        self.replay.timed(self.address, self.count, regions, self.ns)
+        return self.ns[:]
+
+
+_loaded: dict[Path, Replay] = {}  # by cache directory
+
+
+def replay_for(compiler: Compiler) -> Replay:
+    """The runtime in `compiler`'s cache directory, loaded once a process."""
+    replay = _loaded.get(compiler.directory)
+    if replay is None:
+        replay = _loaded[compiler.directory] = load(compiler)
+    return replay
+
+
+def load(compiler: Compiler) -> Replay:
+    """The runtime from `compiler`'s cache, verified, else built and stored there."""
+    source = SOURCE.read_text()
+    cc = c_compiler()
+    key = hashlib.blake2b(
+        "\n".join([_identity(cc), *FLAGS, source]).encode(), digest_size=16
+    ).hexdigest()
+    entry = Entry(compiler.directory / "replay", key, ".c")
+    library, _, _ = cached_library(
+        entry,
+        source,
+        lambda so: _build(cc, so),
+        lambda lib: ctypes.CDLL(str(lib)),
+        compiler.warn,
+        "presk-replay-",
+    )
+    return Replay(library)
+
+
+def _identity(cc: str) -> str:
+    """The compiler's path and its own account of its version."""
+    said = subprocess.run([cc, "--version"], capture_output=True, text=True)
+    return f"{Path(cc).resolve()}\n{said.stdout}"
+
+
+def _build(cc: str, so: Path) -> None:
+    made = subprocess.run([cc, *FLAGS, "-o", so, SOURCE], capture_output=True, text=True)
+    if made.returncode != 0:
+        said = (made.stderr.strip().splitlines() or [f"exit status {made.returncode}"])[-1]
+        raise ToolchainError(f"{cc} could not build the replay runtime: {said}")

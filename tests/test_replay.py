@@ -1,0 +1,70 @@
+"""Segments: runs of launches replayed in C by one native call (presk/backends/replay.py),
+with the bits of the step-by-step replay, from a runtime the cache verifies."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+import presk
+from presk.backends import replay
+from presk.backends.native import Compiler, Entry, c_compiler
+from presk.backends.schedule import Launch
+from presk.errors import ToolchainError
+from presk.runtime.values import leaves
+
+# A library with the runtime's symbols that is not the runtime.
+IMPOSTOR = """\
+#include <stdlib.h>
+int presk_replay_buffers(void) { return 7; }
+void presk_replay(const void *steps, int n, void **regions) { abort(); }
+"""
+
+
+def _bits(value) -> list[tuple[str, bytes]]:
+    return [(path, np.asarray(t.data).tobytes()) for path, t in leaves(value)]
+
+
+@pytest.mark.parametrize("realize", ["f32", "bf16"])
+def test_a_segment_replay_gives_the_step_by_step_bits_on_the_tiny_training_step(realize):
+    core = presk.load("tutorial/05_minigpt.psk").elaborate(
+        "MiniGPT{64, 16, 2, 2}.loss", dims={"B": 2, "T": 8}, train_step=True
+    )
+    compiled = core.lower(realize).compile("mlir", threads=1)
+    step = compiled.drawn(0)
+    segmented = step()
+    (schedule,) = compiled.backend.schedules.values()
+    launches = sum(isinstance(x, Launch) for x in schedule.labels)
+    assert len(schedule.segments) < launches // 10, "the launches run in a few segments"
+    # one ctypes call a launch, as before segments
+    schedule.segments = list(zip(schedule.steps, schedule.labels, strict=True))
+    assert _bits(segmented) == _bits(step())
+
+
+def test_a_corrupted_replay_library_in_the_cache_is_rebuilt_not_run(tmp_path):
+    compiler = Compiler(tmp_path / "cache")
+    assert replay.load(compiler).buffers == 32
+    (lib,) = compiler.directory.glob("replay/*/*.so")
+    entry = Entry(lib.parent.parent, lib.stem, ".c")
+    assert entry.holds(replay.SOURCE.read_text())
+    built = lib.read_bytes()
+    source = tmp_path / "impostor.c"
+    source.write_text(IMPOSTOR)
+    cc = c_compiler()
+    subprocess.run([cc, *replay.FLAGS, "-o", lib, source], check=True)
+    assert lib.read_bytes() != built
+    assert replay.load(compiler).buffers == 32, "the impostor was run"
+    assert entry.holds(replay.SOURCE.read_text()), "the entry was rewritten"
+    lib.write_bytes(built[: len(built) // 2])  # truncated
+    assert replay.load(compiler).buffers == 32
+    assert entry.holds(replay.SOURCE.read_text())
+
+
+def test_without_a_c_compiler_the_runtime_is_refused_with_e0004(tmp_path, monkeypatch):
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    with pytest.raises(ToolchainError) as e:
+        replay.load(Compiler(tmp_path))
+    assert e.value.code == "E0004" and "C compiler" in e.value.message
