@@ -69,7 +69,8 @@ def fold_epilogues(module, nest: str = "") -> int:
 
 
 def bias_add(module, first):
-    """(the add's launch, the bias value) when the product feeds only a bias add."""
+    """(the add's launch, the bias value) when the product feeds only a bias add stored in
+    the product's own type (folding across types would skip the product's rounding)."""
     t = first.results[0]
     uses = list(t.uses)
     if len(uses) != 1 or uses[0].owner.operation.name != "psk.tuple_append":
@@ -95,6 +96,9 @@ def bias_add(module, first):
         return None
     if psk_type(second.results[0]) != psk_type(t):
         return None
+    product = _kernels(module).get(first.attributes["kernel"].value)
+    if product is None or kernel_buffers(product)[-1][0] != kernel_buffers(add)[-1][0]:
+        return None  # stored in another type, the product is rounded before the add reads it
     bias = next(v for v, _ in items if v != t)
     return second, bias
 
