@@ -31,7 +31,7 @@ class _Layers:
 
 
 class _Reach:
-    def __init__(self, module):
+    def __init__(self, module, spell_launches: bool = False):
         body = module.regions[0].blocks[0]
         self.functions = {
             op.operation.attributes["sym_name"].value: op.operation
@@ -40,6 +40,7 @@ class _Reach:
         }
         self.seen: dict = {}  # value -> its abstract value, or _MIXED
         self.read_by: dict = {}  # a spelling -> the launch sites of the kernels reading it
+        self.spell_launches = spell_launches  # a launch's result spelled by its site
 
     def note(self, value, abstract) -> None:
         before = self.seen.get(value, abstract)
@@ -83,7 +84,7 @@ class _Reach:
             for a in ins[0]:
                 if isinstance(a, str):
                     self.read_by.setdefault(a, set()).add(attrs["psk.site"].value)
-            return None
+            return attrs["psk.site"].value if self.spell_launches else None
         if name in ("psk.fold", "psk.fold_fwd"):
             callee = attrs["callee"].value
             stack, carry = ins  # a layer of a stack carries the stack's spellings
@@ -119,11 +120,22 @@ def parameter_readers(module) -> dict[str, set[str]]:
     return _run(module, lambda path: path).read_by
 
 
-def _run(module, spelling) -> _Reach:
-    """The entry run abstractly, each parameter leaf spelled `spelling(path)`."""
-    reach = _Reach(module)
+def value_readers(module) -> dict[str, set[str]]:
+    """By a launch site, the launch sites of the kernels reading its result, on any run:
+    where the precision solver's time objective charges a conversion at a kernel's edge."""
+    reach = _run(module, lambda path: None, spell_launches=True)
+    return {k: v for k, v in reach.read_by.items() if k is not None}
+
+
+def _run(module, spelling, spell_launches: bool = False) -> _Reach:
+    """The entry run abstractly, each parameter leaf spelled `spelling(path)` (an entry
+    of no module has no parameter record)."""
+    reach = _Reach(module, spell_launches)
     entry = reach.functions[module.attributes["psk.entry"].value]
     args = list(entry.regions[0].blocks[0].arguments)
+    if "psk.module" not in module.attributes:
+        reach.call(entry.attributes["sym_name"].value, [None] * len(args))
+        return reach
     record = build(psk_type(args[0]), lambda path, t: spelling(path))
     reach.call(entry.attributes["sym_name"].value, [record, *[None] * (len(args) - 1)])
     return reach

@@ -24,18 +24,20 @@ from presk.cli.programs import (
     reference_bits,
 )
 from presk.errors import RealizationError, UsageError
+from presk.fileio import check_writable
 from presk.ir.ops import string_attr, walk_ops
 from presk.kernel.contraction import Layout, check, read_nest
 from presk.kernel.cost import Target, milliseconds, predict
 from presk.kernel.machine import MACHINES, TYPES
 from presk.kernel.planner import candidates, choose, plan_entry
 from presk.kernel.relayout import contraction_kernels
+from presk.precision import profile
 from presk.timing import timed
 from presk.toolchain import check_threads
 
 
 def configure(p) -> None:
-    add_program_args(p)
+    add_program_args(p, file_optional=True)  # --calibrate times kernels of its own
     p.add_argument("--repeat", type=int, default=5, help="timed calls a backend (default 5)")
     p.add_argument(
         "--backends",
@@ -86,6 +88,13 @@ def configure(p) -> None:
         help="where one call's (or step's) time goes on the mlir backend instead: each "
         "kernel site, and the host's parts outside the kernels",
     )
+    p.add_argument(
+        "--calibrate",
+        action="store_true",
+        help="fit this machine's roofline per machine type instead, from timed kernels "
+        "of its own, and write it to --out (what presk solve --profile reads)",
+    )
+    p.add_argument("--out", metavar="P.json", help="where --calibrate writes the profile")
     p.add_argument("--format", choices=("text", "json"), default="text")
 
 
@@ -139,6 +148,12 @@ def run(args) -> int:
         raise UsageError(f"--repeat {args.repeat}: time at least one call")
     if args.sweep and args.breakdown:
         raise UsageError("--sweep and --breakdown are two different measurements: give one")
+    if args.calibrate and (args.sweep or args.breakdown or args.file is not None):
+        raise UsageError("--calibrate times kernels of its own: drop FILE, --sweep and --breakdown")
+    if args.calibrate:
+        return _calibrate(args)
+    if args.file is None:
+        raise UsageError("presk bench times a program: give FILE (or --calibrate)")
     if args.sweep:
         return _sweep(args)
     if args.breakdown:
@@ -278,6 +293,25 @@ def _sweep(args) -> int:
     for med, _, pred, lay in results:
         mark = "  <- presk plan" if lay == pick else ""
         print(f"{med:10.3f} {pred:10.3f}  {json.dumps(plan_entry(lay))}{mark}")
+    return 0
+
+
+def _calibrate(args) -> int:
+    """This machine's roofline per machine type, written as a profile."""
+    if args.out is None:
+        raise UsageError("--calibrate writes a profile: give --out P.json")
+    check_writable(args.out)
+    threads = check_threads(args.threads) if args.threads is not None else None
+    fitted = profile.calibrate(args.repeat, threads)
+    profile.write_profile(fitted, args.out)
+    for t, r in fitted.types.items():
+        print(
+            f"{t:>5}: λ {r.latency * 1e6:.1f} µs, π {r.work_rate:.3g} work/s, "
+            f"β {r.byte_rate:.3g} B/s"
+        )
+    for pair, c in fitted.conversions.items():
+        print(f"{pair:>9}: {c.fixed * 1e6:.1f} µs + {c.element * 1e9:.2f} ns an element")
+    print(f"wrote {args.out} ({fitted.cpu}, {fitted.threads} threads, {fitted.date})")
     return 0
 
 

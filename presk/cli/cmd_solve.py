@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 
 from presk import realize
 from presk.cli.common import positive_count, real_number, whole_number
@@ -15,6 +16,7 @@ from presk.fileio import check_writable, write_atomic
 from presk.precision.calibrate import Job
 from presk.precision.envelope import envelope_for
 from presk.precision.offers import ROUNDINGS, menu
+from presk.precision.profile import other_machine, read_profile
 from presk.precision.sensitivity import sensitivities
 from presk.precision.solve import (
     BACKENDS,
@@ -113,6 +115,12 @@ def configure(p) -> None:
         help="print the N decisions that save the most bytes",
     )
     p.add_argument(
+        "--profile",
+        metavar="P.json",
+        help="minimise predicted time instead of traffic, with this machine's roofline "
+        "(presk bench --calibrate)",
+    )
+    p.add_argument(
         "--workers",
         type=positive_count,
         metavar="N",
@@ -124,6 +132,9 @@ def run(args) -> int:
     moves_path = moves_path_of(args.out)
     for path in (args.out, moves_path):  # before the sweep and the measurements
         check_writable(path)
+    profile = read_profile(args.profile) if args.profile is not None else None
+    if profile is not None and other_machine(profile):
+        print(f"warning: {args.profile}: {other_machine(profile)}", file=sys.stderr)
     program = load_program(args.file)
     core = elaborate_args(args, program)
     envelope = envelope_for(args.precision, core)
@@ -136,7 +147,7 @@ def run(args) -> int:
         )
     held = held_out(args, core, meta)  # refused before the sweep if there are none
     found = sensitivities(core, meta.seed, meta.weights, meta.bits)
-    offered = menu(core, envelope, found, args.rounding, args.min_gain)
+    offered = menu(core, envelope, found, args.rounding, args.min_gain, profile)
     options = Options(
         budget=args.budget if args.budget is not None else args.budget_abs,
         absolute=args.budget is None,
@@ -193,6 +204,7 @@ def summary(s: Solution, entry: str, args, moves_path: str) -> str:
         _rules(s),
         f"traffic: {traffic} bytes against {m.all_f64} all-f64, "
         f"{_ratio(m.all_f64, traffic)} less; {_counts(s.assignment)}",
+        *_time(s),
         f"estimate ({args.estimate}): {_n(s.estimate)} against a target of {_n(s.target)}",
         f"measured gap ({args.measure}): {_n(s.gap)} against a budget of {_n(s.budget)}: "
         + ("inside" if s.inside else "OUTSIDE (even all-f64)"),
@@ -211,6 +223,18 @@ def summary(s: Solution, entry: str, args, moves_path: str) -> str:
         )
     lines.append(f"wrote {args.out} (moves in {moves_path})")
     return "\n".join(lines)
+
+
+def _time(s: Solution) -> list[str]:
+    """With a profile, the predicted time against all-f64's."""
+    m = s.menu
+    if m.timing is None:
+        return []
+    now, f64 = m.seconds(s.assignment), m.seconds({})
+    return [
+        f"predicted time ({m.timing.profile.cpu}, {m.timing.profile.date}): "
+        f"{now * 1e3:.3f} ms against {f64 * 1e3:.3f} ms all-f64, {_ratio(f64, now)} faster"
+    ]
 
 
 def _narrowing(s: Solution) -> str:

@@ -12,8 +12,10 @@ from presk.stages import REMATS
 from presk.toolchain import check_threads
 
 
-def add_program_args(p, default_entry: str | None = None) -> None:
-    p.add_argument("file", help="the .psk program")
+def add_program_args(p, default_entry: str | None = None, file_optional: bool = False) -> None:
+    """FILE and the flags that bind its entry; FILE may be left out where a mode of the
+    command reads no program (`presk bench --calibrate`)."""
+    p.add_argument("file", nargs="?" if file_optional else None, help="the .psk program")
     p.add_argument(  # not required here: its absence is refused with the program's entries
         "--entry",
         default=default_entry,

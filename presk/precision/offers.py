@@ -15,6 +15,12 @@ an absence is not a zero. Two rules leave out values that can only add error: (1
 of one element; (2) a value whose first narrowing, f64 to f32, saves less than θ·B bytes,
 B the all-f64 traffic. A value not offered stays f64; a parameter's term is still charged
 wherever a narrower kernel reads it.
+
+The objective is traffic, or with a profile (presk/precision/profile.py) predicted time:
+each stored value's kernel at its roofline in its type, T̂ = λ + max(W/π, Q/β), W its
+work (the type does not change it) and Q its bytes in the type; each parameter's bytes
+at rest read once; and a conversion at every kernel's edge where a value (or parameter)
+stored in one type is read by a kernel of another, its elements at the profile's cost.
 """
 
 from __future__ import annotations
@@ -27,12 +33,13 @@ import numpy as np
 from presk import stages
 from presk.api import Core
 from presk.core.fusion import group_roots
-from presk.ir.ops import walk_ops
+from presk.ir.ops import psk_type, string_attr, walk_ops
 from presk.kernel.machine import to_storage
 from presk.precision.bound import LARGEST
 from presk.precision.envelope import Envelope, SiteEnvelope
+from presk.precision.profile import Profile
 from presk.precision.sensitivity import Sensitivities
-from presk.reach import parameter_readers
+from presk.reach import parameter_readers, value_readers
 
 RUNGS = ("f64", "f32", "bf16")  # the ladder, widest first
 BYTES = {"f64": 8, "f32": 4, "bf16": 2}
@@ -57,6 +64,16 @@ class Priced:
 
 
 @dataclass(frozen=True)
+class Timing:
+    """What the time objective prices beside a profile, by stored value (launch site)."""
+
+    profile: Profile
+    work: dict[str, int]  # W: one sample's work, the envelope's work × count
+    launches: dict[str, int]  # its kernel's launches in one sample
+    readers: dict[str, tuple[str, ...]]  # the launch sites of the kernels reading it
+
+
+@dataclass(frozen=True)
 class Menu:
     values: dict[str, Priced]  # every stored value the envelope prices, by launch site
     params: dict[str, Priced]  # every parameter, by path
@@ -64,12 +81,57 @@ class Menu:
     left_out: dict[str, list[str]]  # by RULES, the keys not offered
     all_f64: int  # B: one sample's stored values and the parameters once, all in f64
     min_gain: float  # θ
+    timing: Timing | None = None  # with a profile, the objective is predicted time
 
     def item(self, key: str) -> Priced:
         return self.values.get(key) or self.params[key]
 
     def traffic(self, assignment: dict[str, str]) -> int:
         return self.all_f64 - sum(self.item(k).saving(t) for k, t in assignment.items())
+
+    def cost(self, assignment: dict[str, str]) -> float:
+        """What the solver minimises: traffic in bytes, or predicted seconds."""
+        return self.traffic(assignment) if self.timing is None else self.seconds(assignment)
+
+    def saving(self, assignment: dict[str, str], key: str, to: str, edges: bool = True) -> float:
+        """What moving `key` to rung `to` saves of the objective (negative: it costs); in
+        time, at its own kernel alone unless `edges`, the conversions at every edge too."""
+        rung = assignment.get(key, "f64")
+        if self.timing is None:
+            return self.item(key).elements * (BYTES[rung] - BYTES[to])
+        if not edges:
+            return self.own_seconds(key, rung) - self.own_seconds(key, to)
+        return self.seconds(assignment) - self.seconds({**assignment, key: to})
+
+    def own_seconds(self, key: str, t: str) -> float:
+        """A stored value's kernel at its roofline in `t`, or a parameter's bytes in `t`
+        read once."""
+        types = self.timing.profile.types
+        if key in self.params:
+            return self.params[key].elements * BYTES[t] / types[t].byte_rate
+        stored = self.values[key].elements * BYTES[t]
+        return types[t].seconds(self.timing.work[key], stored, self.timing.launches[key])
+
+    def seconds(self, assignment: dict[str, str]) -> float:
+        """One sample's predicted time: each stored value's kernel at its roofline, each
+        parameter's bytes read once, and every conversion at a kernel's edge."""
+        timing = self.timing
+
+        def rung(key: str) -> str:
+            return assignment.get(key, "f64")
+
+        total = 0.0
+        for key, v in self.values.items():
+            t = rung(key)
+            total += self.own_seconds(key, t)
+            for reader in timing.readers.get(key, ()):
+                total += timing.profile.convert(t, rung(reader), v.elements, timing.launches[key])
+        for key, p in self.params.items():
+            t = rung(key)
+            total += self.own_seconds(key, t)
+            for reader in p.readers:
+                total += timing.profile.convert(t, rung(reader), p.elements)
+        return total
 
     def terms(self, assignment: dict[str, str]) -> dict[str, float]:
         """Each priced value's term under `assignment` (keys to rungs; the rest f64)."""
@@ -98,8 +160,10 @@ def menu(
     found: Sensitivities,
     rounding: str = "measured",
     min_gain: float = 1e-3,
+    profile: Profile | None = None,
 ) -> Menu:
-    """Every stored value and parameter of `core`'s entry priced, and those offered."""
+    """Every stored value and parameter of `core`'s entry priced, and those offered;
+    with `profile`, priced in predicted time."""
     kernels = core.lower("f64").module
     l1 = {r.key: r.l1 for r in found.rows if r.what != "parameter"}
     members = _members(core)
@@ -115,7 +179,24 @@ def menu(
     for p in (*values.values(), *params.values()):
         rule = _rule(p, min_gain * all_f64)
         (left_out[rule] if rule else offered).append(p.key)
-    return Menu(values, params, tuple(offered), left_out, all_f64, min_gain)
+    timing = None if profile is None else _timing(profile, kernels, envelope, values)
+    return Menu(values, params, tuple(offered), left_out, all_f64, min_gain, timing)
+
+
+def _timing(profile: Profile, kernels, envelope: Envelope, values: dict[str, Priced]) -> Timing:
+    """The work, launches and readers of each stored value of the f64 `kernels`."""
+    per_launch: dict[str, int] = {}  # a site's elements in one launch, its largest
+    for op in walk_ops(kernels.operation, "psk_kernel.launch"):
+        site = string_attr(op, "psk.site")
+        size = psk_type(op.results[0]).size
+        per_launch[site] = max(per_launch.get(site, 1), size)
+    readers = value_readers(kernels.operation)
+    return Timing(
+        profile,
+        {k: envelope.sites[k].work * v.elements for k, v in values.items()},
+        {k: max(1, v.elements // per_launch.get(k, 1)) for k, v in values.items()},
+        {k: tuple(sorted(readers.get(k, ()))) for k in values},
+    )
 
 
 def _rule(p: Priced, least_saving: float) -> str | None:

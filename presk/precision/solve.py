@@ -15,6 +15,15 @@ keeps a step while the measured gap stays inside budget/margin, in up to three p
 `--narrow heldout` then undoes the kept steps, the last first, until the samples after
 the envelope's in its data file (the held-out samples) are inside budget/margin too: a
 narrowing decided by measurement needs a check on data it was not measured on.
+
+With a profile (`--profile`) the objective is predicted time (offers.Menu.seconds), and
+a step is ranked by the seconds it saves. The proposal prices each step at its own kernel
+alone: narrowing one value of a chain costs conversions at its edges that narrowing its
+neighbours removes, so pricing them step by step would never start a chain. A step that
+saves no time at its kernel (a compute-bound kernel in bf16, which computes in f32) is
+not taken. Then the proposal settles: while widening a value one rung lowers the whole
+predicted time, conversions at every edge included, it widens the one that saves most:
+a value narrowed alone between two f64 kernels pays a conversion each side.
 """
 
 from __future__ import annotations
@@ -58,9 +67,10 @@ class Move:
     kind: str  # "value" or "parameter"
     rung: str  # from
     to: str
-    # a narrowing "taken" or "refused" by the estimate, or "kept" or "rejected" by the
-    # measurement (--narrow); a widening "measured" after a gap past the budget, or
-    # "held out" (a kept narrowing undone by --narrow heldout)
+    # a narrowing "taken" or "refused" by the estimate, "slower" by the time objective
+    # (its kernel saves no time), or "kept" or "rejected" by the measurement (--narrow);
+    # a widening "measured" after a gap past the budget, "held out" (a kept narrowing
+    # undone by --narrow heldout), or "slower" (the settling of the time objective)
     outcome: str
     estimate: float  # the estimate had the move been made
     gap: float | None = None  # the measurement that decided the move
@@ -173,6 +183,8 @@ def solve(menu: Menu, options: Options, gauge: Gauge, held: Gauge | None = None)
     target = budget / options.margin if options.estimate == "rss" else budget
     moves: list[Move] = []
     proposed = propose(menu, target, options.estimate, moves)
+    if menu.timing is not None:
+        settle(menu, proposed, options.estimate, moves)
     assignment = dict(proposed)
     runs_before = _runs(gauge, held)  # a gauge may have served other solves
     gap, rounds = gauge.gap(assignment), 0
@@ -292,19 +304,20 @@ def exact_sample(job: Job, index: int) -> list[np.ndarray]:
 
 def propose(menu: Menu, target: float, how: str, moves: list[Move]) -> dict[str, str]:
     """The greedy proposal: from all-f64, each step narrows by one rung the offered value
-    that saves the most bytes per unit of estimate added; a narrowing that would take the
-    estimate past `target` is refused, and that value narrows no further."""
+    that saves the most of the objective per unit of estimate added; a narrowing that
+    would take the estimate past `target` (or, in time, that saves nothing) is refused,
+    and that value narrows no further."""
     assignment = dict.fromkeys(menu.offered, "f64")
     now = 0.0
     open_keys = sorted(menu.offered)  # max keeps the first of equals: ties go to key order
     while open_keys:
-        key, to, after = max(
+        key, to, after, (_, saved) = max(
             (_trial(menu, assignment, key, how, now) for key in open_keys),
             key=lambda trial: trial[3],
-        )[:3]
+        )
         item = menu.item(key)
-        taken = after <= target
-        outcome = "taken" if taken else "refused"
+        taken = after <= target and saved > 0
+        outcome = "taken" if taken else "refused" if saved > 0 else "slower"
         moves.append(Move("narrow", key, item.kind, assignment[key], to, outcome, after))
         if taken:
             assignment[key], now = to, after
@@ -315,15 +328,37 @@ def propose(menu: Menu, target: float, how: str, moves: list[Move]) -> dict[str,
 
 def _trial(menu: Menu, assignment: dict, key: str, how: str, now: float):
     """Narrowing `key` one rung: (key, its new rung, the estimate after, its rank). The
-    rank is bytes saved per unit of estimate added, a free narrowing first, ties to the
-    larger saving."""
+    rank is the objective saved (bytes, or seconds at its own kernel) per unit of
+    estimate added, a free narrowing first, ties to the larger saving."""
     rung = assignment[key]
     to = RUNGS[RUNGS.index(rung) + 1]
     after = estimate(menu.terms({**assignment, key: to}).values(), how)
-    saved = menu.item(key).elements * (BYTES[rung] - BYTES[to])
+    saved = menu.saving(assignment, key, to, edges=False)
     added = after - now
     per_unit = math.inf if added <= 0 else saved / added
+    if saved <= 0:  # a step that saves nothing ranks below every step that saves
+        per_unit = -math.inf
     return key, to, after, (per_unit, saved)
+
+
+def settle(menu: Menu, assignment: dict[str, str], how: str, moves: list[Move]) -> None:
+    """While widening a narrowed value to a wider rung lowers the predicted time
+    (conversions at every kernel's edge included), make the widening that lowers it most:
+    a lone bf16 value pays the same conversions in f32, so f64 is tried too. Widening adds
+    no rounding, so the estimate stays inside its target."""
+    while True:
+        trials = [
+            (menu.saving(assignment, k, wider), k, wider)
+            for k, t in sorted(assignment.items())
+            for wider in RUNGS[: RUNGS.index(t)]
+        ]
+        saved, key, wider = max(trials, default=(0.0, None, None), key=lambda x: x[0])
+        if saved <= 0:
+            return
+        rung, assignment[key] = assignment[key], wider
+        after = estimate(menu.terms(assignment).values(), how)
+        kind = menu.item(key).kind
+        moves.append(Move("widen", key, kind, rung, wider, "slower", after))
 
 
 def widen(menu: Menu, assignment: dict[str, str], how: str, gap: float) -> Move:

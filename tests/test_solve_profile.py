@@ -1,0 +1,91 @@
+"""The time objective of `presk solve --profile` (presk/precision/offers.py, solve.py):
+predicted time from a hand-written profile, never a timing. It prefers f32 to bf16 where
+bf16 computes no faster, and charges a conversion at each kernel's edge where a value
+stored in one type is read by a kernel of another."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from presk.precision.offers import Menu, Priced, Timing
+from presk.precision.profile import PAIRS, TYPES, read_profile
+from presk.precision.solve import propose, settle
+
+TERMS = {"f64": 0.0, "f32": 1e-9, "bf16": 1e-6}  # every value's term: tiny against the target
+
+
+def profile_file(tmp_path, bf16_work_rate=1e9, convert_element=1e-9, convert_fixed=0.0):
+    """A profile where f32 computes and streams twice as fast as f64, and bf16 streams
+    twice as fast as f32 but computes at `bf16_work_rate`."""
+    rates = {"f64": (5e8, 1e9), "f32": (1e9, 2e9), "bf16": (bf16_work_rate, 4e9)}
+    record = {
+        "machine": {"cpu": "test-cpu", "threads": 1},
+        "date": "2026-12-01",
+        "types": {
+            t: {"latency": 1e-6, "work_rate": rates[t][0], "byte_rate": rates[t][1]} for t in TYPES
+        },
+        "conversions": dict.fromkeys(PAIRS, {"fixed": convert_fixed, "element": convert_element}),
+    }
+    path = tmp_path / "P.json"
+    path.write_text(json.dumps(record))
+    return read_profile(str(path))
+
+
+def chain_menu(profile, offered, work=1) -> Menu:
+    """Three stored values a -> b -> c, each read by the next kernel, of 1000 elements."""
+    values = {k: Priced(k, "value", 1000, dict(TERMS)) for k in "abc"}
+    timing = Timing(
+        profile,
+        work=dict.fromkeys("abc", work * 1000),
+        launches=dict.fromkeys("abc", 1),
+        readers={"a": ("b",), "b": ("c",)},
+    )
+    return Menu(values, {}, tuple(offered), {}, 3 * 8000, 0.0, timing)
+
+
+def solved(menu: Menu) -> dict[str, str]:
+    moves = []
+    assignment = propose(menu, target=1.0, how="sum", moves=moves)
+    settle(menu, assignment, "sum", moves)
+    return assignment
+
+
+def test_the_time_objective_prefers_f32_to_bf16_where_bf16_computes_no_faster(tmp_path):
+    # compute-bound kernels (work 1000 an element): bf16 at f32's rate saves no time
+    menu = chain_menu(profile_file(tmp_path, bf16_work_rate=1e9), "abc", work=1000)
+    assert solved(menu) == dict.fromkeys("abc", "f32")
+
+
+def test_bf16_is_taken_where_the_profile_says_it_is_faster(tmp_path):
+    # the same kernels, bf16 computing twice as fast as f32: the objective follows the profile
+    menu = chain_menu(profile_file(tmp_path, bf16_work_rate=2e9), "abc", work=1000)
+    assert solved(menu) == dict.fromkeys("abc", "bf16")
+
+
+def test_a_value_narrowed_alone_between_two_f64_kernels_costs_a_conversion_each_side(tmp_path):
+    profile = profile_file(tmp_path, convert_element=1e-9, convert_fixed=2e-6)
+    menu = chain_menu(profile, "b")
+    own = menu.own_seconds("b", "f64") - menu.own_seconds("b", "f32")
+    edges = profile.convert("f64", "f32", 1000) + profile.convert("f32", "f64", 1000)
+    assert edges == pytest.approx(2 * (2e-6 + 1000 * 1e-9))
+    assert menu.seconds({}) - menu.seconds({"b": "f32"}) == pytest.approx(own - edges)
+
+
+def test_the_solver_leaves_a_lone_value_wide_when_its_conversions_cost_more_than_it_saves(
+    tmp_path,
+):
+    menu = chain_menu(profile_file(tmp_path, convert_fixed=1e-3), "b")
+    moves = []
+    assignment = propose(menu, target=1.0, how="sum", moves=moves)
+    assert assignment["b"] != "f64"  # its own kernel is faster narrowed
+    settle(menu, assignment, "sum", moves)
+    assert assignment == {"b": "f64"}
+    widened = [m for m in moves if m.move == "widen"]
+    assert [(m.to, m.outcome) for m in widened] == [("f64", "slower")]
+
+
+def test_a_chain_narrowed_together_pays_no_conversion_inside_it(tmp_path):
+    menu = chain_menu(profile_file(tmp_path, convert_fixed=1e-3), "abc")
+    assert solved(menu) == dict.fromkeys("abc", "bf16")
