@@ -74,16 +74,19 @@ def _fail(where: str, why: str):
     raise RealizationError(f"{where}: {why}", code="E7001")
 
 
-def read_json(path: str, schema: dict):
-    """A JSON file's value, checked against `schema` (presk/schemas.py):
-    E0002 if it cannot be read, is larger than MAX_BYTES or not UTF-8; E7001 if it is not
-    JSON within jsontext's bounds (MAX_DEPTH deep) or breaks the schema."""
-    text = read_text(path, MAX_BYTES)
+def read_json(
+    path: str, schema: dict, code: str = "E7001", most: int = MAX_BYTES, depth: int = MAX_DEPTH
+):
+    """A JSON file's value, checked against `schema` (presk/schemas.py): E0002 if it cannot
+    be read, is larger than `most` bytes or not UTF-8; `code` (E7001 for realizations and
+    plans) if it is not JSON within jsontext's bounds (`depth` deep) or breaks the schema.
+    The one reader of the JSON files presk takes: realizations, plans, envelopes, profiles."""
+    text = read_text(path, most)
     try:
-        value = jsontext.parse(text, MAX_DEPTH)
+        value = jsontext.parse(text, depth)
     except ValueError as e:
-        _fail(path, str(e))
-    check(value, schema, path)
+        raise RealizationError(f"{path}: {e}", code=code) from None
+    check(value, schema, path, code=code)
     return value
 
 

@@ -20,12 +20,11 @@ import json
 import math
 from dataclasses import dataclass
 
-from presk import jsontext
 from presk.api import Core, Program
 from presk.errors import RealizationError
-from presk.fileio import read_text, write_atomic
+from presk.fileio import write_atomic
 from presk.front.prelude import FILE as PRELUDE
-from presk.schemas import check
+from presk.realize import read_json
 
 TYPES = ("f32", "bf16")  # the narrower types whose rounding an envelope records
 GRAINS = ("site", "row", "channel")
@@ -310,12 +309,7 @@ def write_envelope(env: Envelope, path: str) -> None:
 def read_envelope(path: str) -> Envelope:
     """The envelope at `path`: E0002 if it cannot be read; E7003 if it is not JSON within
     jsontext's bounds or breaks SCHEMA."""
-    text = read_text(path, MAX_BYTES)
-    try:
-        value = jsontext.parse(text, MAX_DEPTH)
-    except ValueError as e:
-        _malformed(path, str(e))
-    check(value, SCHEMA, path, code="E7003")
+    value = read_json(path, SCHEMA, "E7003", MAX_BYTES, MAX_DEPTH)
     sites = {site: _site(path, site, rec) for site, rec in value["sites"].items()}
     return Envelope(
         Meta(**value["meta"]), dict(sorted(sites.items(), key=lambda kv: site_order(kv[0])))

@@ -24,12 +24,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from presk import api, jsontext
-from presk.errors import RealizationError
-from presk.fileio import read_text, write_atomic
+from presk import api
+from presk.fileio import write_atomic
 from presk.kernel.machine import to_storage
 from presk.precision.envelope import _record, _whole
-from presk.schemas import check
+from presk.realize import read_json
 from presk.timing import timed
 from presk.toolchain import default_threads, host_cpu
 
@@ -164,12 +163,7 @@ SCHEMA = _record(
 def read_profile(path: str) -> Profile:
     """The profile at `path`: E0002 if it cannot be read; E7005 if it is not JSON within
     jsontext's bounds or breaks SCHEMA."""
-    text = read_text(path, MAX_BYTES)
-    try:
-        value = jsontext.parse(text, MAX_DEPTH)
-    except ValueError as e:
-        raise RealizationError(f"{path}: {e}", code="E7005") from None
-    check(value, SCHEMA, path, code="E7005")
+    value = read_json(path, SCHEMA, "E7005", MAX_BYTES, MAX_DEPTH)
     return Profile(
         value["machine"]["cpu"],
         value["machine"]["threads"],
