@@ -97,6 +97,7 @@ class Schedule:
         self.profile = None  # a breakdown.Profile timing each replay, when set
         self.arena = 0
         self.consts: list[np.ndarray] = []
+        self._const_addresses: list[int] | None = None  # read at the first call
         self.launches = 0
         self.unfused = 0
         fn = backend.program.functions[entry]
@@ -268,15 +269,28 @@ class Schedule:
 
     def memory(self, inputs: list[np.ndarray]) -> tuple[list[np.ndarray], ctypes.Array]:
         """A new arena beside the inputs and constants: every region's array, and their
-        addresses as a C array (a segment passes it to the replay runtime as it is)."""
+        addresses as a C array (a segment passes it to the replay runtime as it is). The
+        constants' addresses are read once: a call reads only the arena's and the inputs'."""
         arena = np.empty(self.arena + ALIGN, np.uint8)
         pad = -arena.ctypes.data % ALIGN
         arrays = [arena[pad:], *inputs, *self.consts]
-        return arrays, (ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays])
+        if self._const_addresses is None:
+            self._const_addresses = [a.ctypes.data for a in self.consts]
+        addresses = [arena.ctypes.data + pad, *map(_address, inputs), *self._const_addresses]
+        return arrays, (ctypes.c_void_p * len(arrays))(*addresses)
 
     def output(self, arrays: list[np.ndarray]) -> Value:
         """The entry's result over the replay's memory."""
         return _materialized(self.result, arrays)
+
+
+def _address(a: np.ndarray) -> int:
+    """An array's data address; through the buffer protocol, three times faster than
+    `a.ctypes.data`, where the array is writable (an argument converted for the call)."""
+    try:
+        return ctypes.addressof(ctypes.c_char.from_buffer(a))
+    except (TypeError, ValueError):  # read-only, or empty
+        return a.ctypes.data
 
 
 def materialized(data: Buf | Quantized, arrays: list[np.ndarray]):
