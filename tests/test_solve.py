@@ -12,17 +12,20 @@ from contextlib import redirect_stdout
 from dataclasses import replace
 from pathlib import Path
 
+import gmpy2
 import numpy as np
 import pytest
 
 from presk import api
+from presk.api import to_numpy
 from presk.cli.main import main
 from presk.precision.bound import exact_output, gap_to
 from presk.precision.calibrate import Job
 from presk.precision.envelope import envelope_for
-from presk.precision.offers import menu
+from presk.precision.offers import estimate, menu
 from presk.precision.sensitivity import sensitivities
 from presk.precision.solve import Gauge, Options, realization_of, solve
+from presk.runtime.inputs import arguments
 
 REPO = Path(__file__).resolve().parent.parent
 MLP = str(REPO / "tests/train/mlp_regression.psk")
@@ -204,3 +207,56 @@ def test_the_held_out_gap_is_printed_on_the_windows_after_the_envelopes(tmp_path
         MINIGPT_FILE, MINIGPT, env, tmp_path / "r.json", "--budget", "1e-3", "--heldout", "3"
     )
     assert f"samples 2 to 4 of {data}" in line(text, "held-out gap")
+
+
+# ∂L/∂tanh(x) = w and ∂L/∂w = tanh(x): each pairs with a value a test can round by hand.
+WEIGHED = """dim N = 5
+fn f(x : ℝ[N], w : ℝ[N]) -> ℝ { sum(tanh(x) * w) }
+"""
+
+
+def _fl(v: np.ndarray, t: str) -> np.ndarray:
+    """`v` rounded to `t` by numpy: f32, or bf16 as f32's top 16 bits, nearest even."""
+    f32 = v.astype(np.float32)
+    if t == "f32":
+        return f32.astype(np.float64)
+    bits = f32.view(np.uint32).astype(np.uint64)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return bits.astype(np.uint32).view(np.float32).astype(np.float64)
+
+
+def _weighted_by_hand(ct: list, v: list, t: str) -> float:
+    """Σᵢ |ctᵢ|·|fl_t(vᵢ) − vᵢ|, in MPFR at 128 bits but for the rounding to `t`."""
+    rounded = _fl(np.array([float(x) for x in v]), t)
+    return float(
+        sum(abs(c) * abs(gmpy2.mpfr(r) - x) for c, r, x in zip(ct, rounded, v, strict=True))
+    )
+
+
+def test_the_weighted_term_is_the_exact_sum_of_sensitivity_times_rounding():
+    core = api.load(WEIGHED).elaborate("f")
+    x, w = (to_numpy(v) for v in arguments(core.view, 0, None))
+    rows = {r.key: r for r in sensitivities(core).rows}
+    with gmpy2.context(precision=128):
+        tanh = [gmpy2.tanh(gmpy2.mpfr(float(xi))) for xi in x]
+        w_exact = [gmpy2.mpfr(float(wi)) for wi in w]
+        for t in ("f32", "bf16"):
+            site = _weighted_by_hand(w_exact, tanh, t)  # tanh(x)'s cotangent is w
+            argument = _weighted_by_hand(tanh, w_exact, t)  # w's is tanh(x)
+            assert site > 0 and rows["f/%0"].weighted[t] == pytest.approx(site, rel=2.0**-40)
+            assert rows["w"].weighted[t] == pytest.approx(argument, rel=2.0**-40)
+
+
+def test_the_weighted_estimate_is_at_most_the_measured_one_and_its_solve_ends_inside(mlp_env):
+    core, envelope, found, job = _solver_inputs(MLP, "Regression.loss", {"N": 4}, mlp_env)
+    measured = menu(core, envelope, found)
+    weighted = menu(core, envelope, found, rounding="weighted")
+    for rung in ("f32", "bf16"):
+        narrowed = {k: rung for k in weighted.offered}
+        assert (
+            0
+            < estimate(weighted.terms(narrowed).values(), "sum")
+            <= estimate(measured.terms(narrowed).values(), "sum")
+        )
+    s = solve(weighted, Options(1e-3), Gauge(core, envelope, job, weighted))
+    assert s.inside and any(t != "f64" for t in s.assignment.values())

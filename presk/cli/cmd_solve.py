@@ -68,7 +68,8 @@ def configure(p) -> None:
         "--rounding",
         choices=ROUNDINGS,
         default="measured",
-        help="a term's rounding: the envelope's measured one (default) or u(t)·magnitude",
+        help="a term's rounding: the envelope's measured one (default), u(t)·magnitude, "
+        "or weighted: Σ|∂L/∂vᵢ|·|fl_t(vᵢ) − vᵢ| element by element, from the sweep",
     )
     p.add_argument(
         "--estimate",

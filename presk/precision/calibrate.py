@@ -119,7 +119,7 @@ def _rounding_error(t: str) -> np.ufunc:
     return np.frompyfunc(lambda v: abs(to_t(v) - v), 1, 1)
 
 
-_ERRORS = {t: _rounding_error(t) for t in TYPES}
+ROUNDING_ERRORS = {t: _rounding_error(t) for t in TYPES}
 
 
 def _groups(a: np.ndarray, grain: str) -> np.ndarray:
@@ -132,7 +132,7 @@ def _groups(a: np.ndarray, grain: str) -> np.ndarray:
 def _value_stats(data: np.ndarray, grain: str) -> tuple[float, dict, Grain | None]:
     """(magnitude, rounding by type, the grain's) of an exact value."""
     magnitude = np.asarray(np.abs(data), dtype=object)  # a scalar's stays an array
-    errors = {t: np.asarray(_ERRORS[t](data), dtype=object) for t in TYPES}
+    errors = {t: np.asarray(ROUNDING_ERRORS[t](data), dtype=object) for t in TYPES}
     if grain == "site":
         return (
             _round_up(np.max(magnitude)),

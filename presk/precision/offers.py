@@ -5,7 +5,10 @@ Two kinds of value are offered (docs/precision.md, section 7):
 - a stored value: a kernel's result, named by its launch site (a fusion group's root).
   Its members are computed in the root's type, so their roundings are charged there: a
   value's term in type t is Σ over the group's sites of ‖∂L/∂v‖₁ × v's rounding in t. It
-  costs one sample's elements (every call and fold layer) times t's bytes;
+  costs one sample's elements (every call and fold layer) times t's bytes. With
+  `--rounding weighted` a site's term is instead the sweep's Σᵢ |∂L/∂vᵢ|·|fl_t(vᵢ) − vᵢ|,
+  each element's rounding weighted by its own sensitivity (exact to first order), and
+  sensitivity × measured rounding where the sweep paired no value;
 - a parameter, by its path, written to the realization's `params`. It costs its bytes at
   rest, once, and its term is its rounding at the narrowest of its own type and the types
   of the kernels that read it, since a kernel rounds what it reads to its own type.
@@ -44,7 +47,7 @@ from presk.reach import parameter_readers, value_readers
 RUNGS = ("f64", "f32", "bf16")  # the ladder, widest first
 BYTES = {"f64": 8, "f32": 4, "bf16": 2}
 UNIT = {"f64": 0.0, "f32": 2.0**-24, "bf16": 2.0**-8}  # the unit term's u(t); f64 the reference's
-ROUNDINGS = ("measured", "unit")
+ROUNDINGS = ("measured", "unit", "weighted")
 RULES = ("rule 1", "rule 2", "unreached")  # why a value is not offered
 
 
@@ -166,13 +169,15 @@ def menu(
     with `profile`, priced in predicted time."""
     kernels = core.lower("f64").module
     l1 = {r.key: r.l1 for r in found.rows if r.what != "parameter"}
+    paired = _paired(found, rounding)
     members = _members(core)
     values = {
-        site: _value(site, envelope, members.get(site, {site}), l1, rounding)
+        site: _value(site, envelope, members.get(site, {site}), l1, paired, rounding)
         for site in stages.launch_sites(kernels)
         if site in envelope.sites
     }
-    params = _params(core, envelope, found, rounding, parameter_readers(kernels.operation))
+    readers = parameter_readers(kernels.operation)
+    params = _params(core, envelope, found, paired, rounding, readers)
     all_f64 = sum(BYTES["f64"] * p.elements for p in (*values.values(), *params.values()))
     left_out: dict[str, list[str]] = {rule: [] for rule in RULES}
     offered = []
@@ -220,44 +225,64 @@ def _members(core: Core) -> dict[str, set[str]]:
     return out
 
 
+def _paired(found: Sensitivities, rounding: str) -> dict[str, dict[str, float]]:
+    """With `weighted` rounding, the sweep's Σ|∂L/∂vᵢ|·|fl_t(vᵢ) − vᵢ| by key and type,
+    where it paired a value with its cotangent; otherwise nothing."""
+    if rounding != "weighted":
+        return {}
+    return {r.key: r.weighted for r in found.rows if r.weighted is not None}
+
+
 def _value(
-    site: str, envelope: Envelope, members: set[str], l1: dict[str, float], rounding: str
+    site: str,
+    envelope: Envelope,
+    members: set[str],
+    l1: dict[str, float],
+    paired: dict[str, dict[str, float]],
+    rounding: str,
 ) -> Priced:
     count = envelope.sites[site].count
     priced = [m for m in sorted(members) if m in envelope.sites]
     if any(m not in l1 for m in priced):
         return Priced(site, "value", count, None)
     terms = {
-        t: sum(_term(l1[m], _site_rounding(envelope.sites[m], t, rounding)) for m in priced)
+        t: sum(
+            _term(l1[m], _site_rounding(envelope.sites[m], t, rounding), paired.get(m, {}).get(t))
+            for m in priced
+        )
         for t in RUNGS
     }
     return Priced(site, "value", count, terms)
 
 
 def _site_rounding(s: SiteEnvelope, t: str, rounding: str) -> float:
-    """A site's rounding in `t`: +∞ past t's range, else the envelope's measured one or
-    u(t)·magnitude."""
+    """A site's rounding in `t`: +∞ past t's range, else u(t)·magnitude (`unit`) or the
+    envelope's measured one (`measured`, and `weighted`'s fallback)."""
     if t == "f64":
         return 0.0
     if s.magnitude > LARGEST[t]:
         return math.inf
-    return s.rounding[t] if rounding == "measured" else UNIT[t] * s.magnitude
+    return UNIT[t] * s.magnitude if rounding == "unit" else s.rounding[t]
 
 
-def _term(l1: float, rounding: float) -> float:
-    """Sensitivity times rounding; an overflow is never small, whatever the sensitivity."""
-    return math.inf if math.isinf(rounding) else l1 * rounding
+def _term(l1: float, rounding: float, weighted: float | None = None) -> float:
+    """Sensitivity times rounding, or the sweep's sensitivity-weighted sum where it has
+    one; an overflow is never small, whatever the sensitivity."""
+    if math.isinf(rounding):
+        return math.inf
+    return l1 * rounding if weighted is None else weighted
 
 
 def _params(
     core: Core,
     envelope: Envelope,
     found: Sensitivities,
+    paired: dict[str, dict[str, float]],
     rounding: str,
     readers: dict[str, set[str]],
 ) -> dict[str, Priced]:
     """Every parameter priced: its rounding measured on its values (the envelope's
-    weights, or its initializers), or u(t)·max|p|."""
+    weights, or its initializers), or u(t)·max|p|, or weighted by its gradient."""
     values = core.params(envelope.meta.seed, envelope.meta.weights) or {}
     l1 = {r.key: r.l1 for r in found.rows if r.what == "parameter"}
     out = {}
@@ -265,7 +290,10 @@ def _params(
         x = np.asarray(p, dtype=np.float64)
         terms = None
         if path in l1:
-            terms = {t: _term(l1[path], _param_rounding(x, t, rounding)) for t in RUNGS}
+            terms = {
+                t: _term(l1[path], _param_rounding(x, t, rounding), paired.get(path, {}).get(t))
+                for t in RUNGS
+            }
         out[path] = Priced(path, "parameter", x.size, terms, tuple(sorted(readers.get(path, ()))))
     return out
 

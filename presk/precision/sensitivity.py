@@ -10,6 +10,13 @@ value's elements and over every call and fold layer that runs the site, and the 
 element. The parameters' and real arguments' rows are the sweep's own result, the
 gradient. A tensor-valued entry is seeded with ones over its output (L = Σ of it).
 
+The sweep runs `E.vjp` with `remat=recompute`, so each `F.bwd` replays F's forward ops,
+their sites kept, before the adjoints: a marked cotangent and its forward value are in
+the same run's slots. Each site's row also holds, per narrower type t, the first-order
+effect of rounding the value to t element by element, Σᵢ |∂L/∂vᵢ|·|fl_t(vᵢ) − vᵢ|
+(`weighted`), summed like ‖∂L/∂v‖₁; a parameter's and an argument's pair the sweep's
+arguments with their gradient. `presk solve --rounding weighted` uses it as the term.
+
 A sensitivity ranks; a bound guarantees. Nothing here bounds an error: it says where a
 perturbation would move L most, to first order, at these parameters and inputs.
 """
@@ -32,6 +39,8 @@ from presk.front.bindings import parse_entry, resolve_entry
 from presk.ir.ops import walk_ops
 from presk.ir.types import PskType, TensorType
 from presk.ir.types import leaves as leaf_types
+from presk.precision.calibrate import ROUNDING_ERRORS
+from presk.precision.envelope import TYPES
 from presk.prims import exact
 from presk.runtime.inputs import arguments, param_type, parameters
 from presk.runtime.values import Tensor, build, leaves
@@ -44,6 +53,9 @@ class Sensitivity:
     source: str  # "file:line" of the op or the parameter's declaration ("" if unknown)
     l1: float  # ‖∂L/∂v‖₁, over the value's elements and every run of the site
     elements: int  # the elements summed: the value's, times its runs
+    # by type in TYPES, Σᵢ |∂L/∂vᵢ|·|fl_t(vᵢ) − vᵢ| over the same elements; None when the
+    # sweep found no forward value to pair with the cotangent
+    weighted: dict[str, float] | None = None
 
     @property
     def per_element(self) -> float:
@@ -64,14 +76,15 @@ def sensitivities(
     the parameters (`weights`, else initialised from `seed`) and inputs `seed` draws, from
     one run of `E.vjp` on the reference at `bits`, outside training (dropout the identity)."""
     check_differentiable(core)
-    vjp = core.derived(entry=f"{core.entry}.vjp")
+    # recomputed residuals: each F.bwd holds its forward values beside their cotangents
+    vjp = core.program.elaborate(f"{core.entry}.vjp", core.dims, core.consts, "recompute")
     compiled = vjp.lower().compile("interp", bits=bits)
-    recorder = Recorder(cotangent_marks(vjp))
+    recorder = Recorder(cotangent_marks(vjp), forward_slots(vjp))
     compiled.backend.host.observe = recorder
     args = _arguments(core, seed, weights)
     with exact.context(bits):  # every sum of magnitudes at the reference's precision
         cts = compiled.backend.call(args, CallContext(seed=seed))
-        rows = recorder.rows(_site_descriptions(vjp)) + _input_rows(core, cts)
+        rows = recorder.rows(_site_descriptions(vjp)) + _input_rows(core, args[:-1], cts)
     rows.sort(key=lambda r: (-r.l1, r.key))
     return Sensitivities(core.entry, rows, weights)
 
@@ -145,28 +158,77 @@ def _sites(attrs) -> list[str]:
     return [ir.StringAttr(s).value for s in ir.ArrayAttr(attrs[COTANGENT_OF])]
 
 
+def forward_slots(core: Core) -> dict[str, dict[str, int]]:
+    """By function, the slot of each forward site its ops replay (the first op with it)."""
+    out: dict[str, dict[str, int]] = {}
+    for name, fn in core.view.functions.items():
+        found: dict[str, int] = {}
+        for op in fn.ops:
+            if op.site:
+                found.setdefault(op.site, op.out)
+        out[name] = found
+    return out
+
+
 class Recorder:
     """A host watcher: the marked values of each function run, their magnitudes summed
-    by the site they are the cotangent of."""
+    by the site they are the cotangent of, and weighted by the rounding of the forward
+    value the same run replays (a site with no such value in some run gets none)."""
 
-    def __init__(self, marks: dict[str, list[tuple[int, list[str]]]]):
+    def __init__(
+        self, marks: dict[str, list[tuple[int, list[str]]]], forward: dict[str, dict[str, int]]
+    ):
         self.marks = marks
+        self.forward = forward
         self.l1: dict[str, object] = defaultdict(int)  # site -> Σ|∂L/∂v|, exact
         self.elements: Counter[str] = Counter()
+        self.weighted: dict[str, dict[str, object] | None] = {}  # site -> by type, exact
 
     def __call__(self, fn: Function, slots: list) -> None:
+        forward = self.forward.get(fn.name, {})
         for slot, sites in self.marks.get(fn.name, ()):
             ct: Tensor = slots[slot]
             total = l1(ct)
             for site in sites:
                 self.l1[site] += total
                 self.elements[site] += ct.type.size
+                value = slots[forward[site]] if site in forward else None
+                self._weigh(site, ct, value)
+
+    def _weigh(self, site: str, ct: Tensor, value: Tensor | None) -> None:
+        sums = self.weighted.get(site, {})
+        if sums is None:
+            return
+        added = weighted(ct, value)
+        self.weighted[site] = (
+            None if added is None else {t: sums.get(t, 0) + added[t] for t in TYPES}
+        )
 
     def rows(self, described: dict[str, tuple[str, str]]) -> list[Sensitivity]:
         return [
-            Sensitivity(site, *described.get(site, ("", "")), float(l1), self.elements[site])
+            Sensitivity(
+                site,
+                *described.get(site, ("", "")),
+                float(l1),
+                self.elements[site],
+                _floats(self.weighted.get(site)),
+            )
             for site, l1 in self.l1.items()
         ]
+
+
+def weighted(ct: Tensor, value: Tensor | None) -> dict[str, object] | None:
+    """By type t, Σᵢ |ctᵢ|·|fl_t(vᵢ) − vᵢ| at the context's precision; None without a
+    forward value of the cotangent's shape to pair."""
+    if value is None or value.type.shape != ct.type.shape:
+        return None
+    magnitudes = np.abs(np.asarray(ct.data, dtype=object))
+    products = {t: magnitudes * ROUNDING_ERRORS[t](value.data) for t in TYPES}
+    return {t: sum(np.asarray(p, dtype=object).flat) for t, p in products.items()}
+
+
+def _floats(sums: dict[str, object] | None) -> dict[str, float] | None:
+    return None if sums is None else {t: float(x) for t, x in sums.items()}
 
 
 def l1(t: Tensor):
@@ -187,20 +249,24 @@ def _site_descriptions(core: Core) -> dict[str, tuple[str, str]]:
     return out
 
 
-def _input_rows(core: Core, cts: tuple) -> list[Sensitivity]:
+def _input_rows(core: Core, args: list, cts: tuple) -> list[Sensitivity]:
     """The sweep's result, the cotangents of the entry's arguments: a row for each
-    parameter leaf (by its path) and each real argument (by its name)."""
+    parameter leaf (by its path) and each real argument (by its name), each paired with
+    the value the sweep was given (`args`, the seed of the sweep left off)."""
     fn = core.view.entry_function
     declared = _parameter_lines(core)
     rows = []
-    for i, (name, ct) in enumerate(zip(fn.arg_names, cts, strict=True)):
+    for i, (name, arg, ct) in enumerate(zip(fn.arg_names, args, cts, strict=True)):
         is_params = i == 0 and param_type(core.view) is not None
-        for path, t in leaves(ct, "" if is_params else name):
+        prefix = "" if is_params else name
+        values = dict(leaves(arg, prefix))
+        for path, t in leaves(ct, prefix):
             if t.type.kind == "real":
                 what, source = (
                     ("parameter", declared.get(path, "")) if is_params else ("argument", "")
                 )
-                rows.append(Sensitivity(path, what, source, float(l1(t)), t.type.size))
+                paired = _floats(weighted(t, values.get(path)))
+                rows.append(Sensitivity(path, what, source, float(l1(t)), t.type.size, paired))
     return rows
 
 
