@@ -25,12 +25,12 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
 import test_precision_bound as cases  # noqa: E402
-from envelope_slices import machine  # noqa: E402
 
 from presk.cli.main import main as presk  # noqa: E402
 from presk.precision.bound import Propagation, measured_gap  # noqa: E402
 from presk.precision.envelope import GRAINS, read_envelope  # noqa: E402
 from presk.precision.rules import MODELS  # noqa: E402
+from presk.toolchain import machine  # noqa: E402
 
 
 def calibrated(name: str, grain: str, out: Path) -> str:

@@ -19,7 +19,6 @@ import argparse
 import datetime
 import gc
 import os
-import platform
 import sys
 import tempfile
 import time
@@ -34,7 +33,7 @@ sys.path.insert(0, str(REPO / "tests"))
 from test_compile_memory import CHAIN, mapped_kernels, resident_mb  # noqa: E402
 
 import presk  # noqa: E402
-from presk.toolchain import host_cpu  # noqa: E402
+from presk.toolchain import machine  # noqa: E402
 
 DOT = """
 dim M, K
@@ -55,16 +54,6 @@ def compile_and_call(i: int, kind: str) -> int:
         f = presk.load(CHAIN).elaborate("f", dims={"N": i}).lower("f64").compile("mlir")
         f(np.ones(i))
     return len(f.backend.kernels)
-
-
-def machine() -> str:
-    names = [
-        line.partition(":")[2].strip()
-        for line in Path("/proc/cpuinfo").read_text().splitlines()
-        if line.startswith("model name")
-    ]
-    cpu = names[0] if names else platform.processor()
-    return f"{cpu} ({host_cpu()[0]}), {os.cpu_count()} cores, Linux {platform.release()}"
 
 
 def run(kernels: int, every: int, kind: str) -> None:

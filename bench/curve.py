@@ -42,7 +42,7 @@ from presk.precision.solve import Gauge, Options, Solution, held_out_samples, so
 from presk.toolchain import default_threads  # noqa: E402
 
 sys.path.insert(0, str(REPO / "bench"))
-from envelope_slices import machine  # noqa: E402
+from presk.toolchain import machine  # noqa: E402
 
 PROGRAM = REPO / "corpus" / "nlp" / "05_gpt.psk"
 PRESK = Path(sys.executable).parent / "presk"

@@ -30,7 +30,7 @@ from presk.front.bindings import parse_assignments  # noqa: E402
 from presk.precision.calibrate import Job, calibrate, on_processes, serially  # noqa: E402
 from presk.precision.envelope import Envelope, Meta, program_digest  # noqa: E402
 from presk.precision.samples import sample_arguments  # noqa: E402
-from presk.toolchain import default_threads, host_cpu  # noqa: E402
+from presk.toolchain import default_threads, machine  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -104,18 +104,6 @@ def table(slices: list[range], comparisons: list[Comparison]) -> str:
             f"| {c.compared} | {c.zero_in_both} | {c.zero_in_one} |"
         )
     return "\n".join(rows) + "\n"
-
-
-def machine() -> str:
-    """This machine's CPU: its model name (from /proc/cpuinfo, where there is one) and
-    what LLVM calls it."""
-    llvm = host_cpu()[0]
-    try:
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
-    except OSError:
-        return llvm
-    names = [line.partition(":")[2].strip() for line in lines if line.startswith("model name")]
-    return f"{names[0]} ({llvm})" if names else llvm
 
 
 def arguments() -> argparse.ArgumentParser:

@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import platform
 import statistics
 import sys
 import time
@@ -49,7 +48,7 @@ sys.path.insert(0, str(REPO))
 import presk  # noqa: E402
 from presk.runtime.inputs import arguments  # noqa: E402
 from presk.timing import timed  # noqa: E402
-from presk.toolchain import vector_bytes  # noqa: E402
+from presk.toolchain import machine  # noqa: E402
 
 AGREE = 1e-12  # the largest relative gap between the f64 losses
 TYPES = {"f32": torch.float32, "f64": torch.float64}
@@ -270,18 +269,6 @@ def measure(model: Model, t: str, threads: int, repeat: int) -> list[tuple[str, 
     return rows
 
 
-def machine() -> str:
-    cpu = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("model name")
-        ),
-        platform.processor(),
-    )
-    return f"{cpu}, {vector_bytes()}-byte vectors"
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=10)
@@ -294,7 +281,7 @@ def main() -> int:
     names = opts.models.split(",") + (["course"] if opts.course else [])
     types = opts.types.split(",")
     print(
-        f"{time.strftime('%Y-%m-%d')}: {machine()}; presk mlir (default layouts) against "
+        f"{time.strftime('%Y-%m-%d')}: {machine()}; presk mlir (its default plan, auto) against "
         f"PyTorch {torch.__version__} eager, {opts.threads} threads each, median of "
         f"{opts.repeat} calls, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'unset')}; "
         "ratio = presk / PyTorch (above 1: presk slower)"

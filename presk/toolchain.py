@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import ctypes
 import os
+import platform
 import re
 import subprocess
 from functools import cache
+from pathlib import Path
 
 import mlir.ir
 
@@ -44,6 +46,19 @@ def host_cpu() -> tuple[str, str]:
     for fn in (lib.LLVMGetHostCPUName, lib.LLVMGetHostCPUFeatures):
         fn.restype = ctypes.c_char_p
     return lib.LLVMGetHostCPUName().decode(), lib.LLVMGetHostCPUFeatures().decode()
+
+
+def machine() -> str:
+    """This machine as benchmarks record it beside their figures: the CPU's model name
+    (from /proc/cpuinfo, where there is one), what LLVM calls it, the cores and the vector
+    width, e.g. "AMD EPYC 7B13 (znver3), 2 cores, 32-byte vectors"."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        lines = []
+    names = [line.partition(":")[2].strip() for line in lines if line.startswith("model name")]
+    cpu = names[0] if names else platform.processor() or "an unknown CPU"
+    return f"{cpu} ({host_cpu()[0]}), {os.cpu_count()} cores, {vector_bytes()}-byte vectors"
 
 
 def vector_bytes() -> int:
