@@ -23,19 +23,6 @@ def kernel_funcs(module: ir.Operation) -> list[ir.Operation]:
     return [f for f in walk_ops(module, "func.func") if "psk_kernel.kernel" in f.attributes]
 
 
-def loops_of(root: ir.Operation, post_order: bool = False) -> list[ir.Operation]:
-    """The `affine.for` ops under `root`, outermost first (innermost first if post_order)."""
-    found: list[ir.Operation] = []
-
-    def visit(op):
-        if op.name == "affine.for":
-            found.append(op)
-        return ir.WalkResult.ADVANCE
-
-    root.walk(visit, ir.WalkOrder.POST_ORDER if post_order else ir.WalkOrder.PRE_ORDER)
-    return found
-
-
 def body_ops(loop: ir.Operation) -> list[ir.Operation]:
     """The ops directly in a loop's body, its terminator included."""
     return [o.operation for o in loop.regions[0].blocks[0].operations]
