@@ -36,8 +36,7 @@ from presk.errors import PreskError  # noqa: E402
 from presk.front.bindings import parse_assignments  # noqa: E402
 from presk.precision.calibrate import Job  # noqa: E402
 from presk.precision.envelope import envelope_for  # noqa: E402
-from presk.precision.offers import menu  # noqa: E402
-from presk.precision.sensitivity import sensitivities  # noqa: E402
+from presk.precision.offers import envelope_menu  # noqa: E402
 from presk.precision.solve import Gauge, Options, Solution, held_out_samples, solve  # noqa: E402
 from presk.toolchain import default_threads  # noqa: E402
 
@@ -118,7 +117,7 @@ def curve(core, env: str, opts, workers: int) -> None:
     meta = envelope.meta
     held = held_out_samples(core, meta, opts.heldout, "--heldout")
     start = time.perf_counter()
-    m = menu(core, envelope, sensitivities(core, meta.seed, meta.weights, meta.bits))
+    m = envelope_menu(core, envelope)
     print(f"\nsensitivity sweep: {time.perf_counter() - start:.0f} s")
     job = Job(PROGRAM.read_text(), str(PROGRAM), "store", meta)
     gauge = Gauge(core, envelope, job, m, workers=workers)  # one set of exact outputs

@@ -252,22 +252,7 @@ class Compiled:
         return to_numpy(self.backend.call(self.values(args), CallContext(seed=seed)))
 
     def values(self, args) -> list[Value]:
-        """The runtime values of a call's arguments, each array checked against its leaf:
-        the parameters as a parameters file's (E9005), the others as `--inputs` (E9006)."""
-        view = self.core.view
-        fn = view.entry_function
-        if len(args) != len(fn.arg_types):
-            names = ", ".join(fn.arg_names)
-            raise UsageError(
-                f"{self.core.entry} takes {len(fn.arg_types)} arguments ({names}), "
-                f"given {len(args)}"
-            )
-        takes_params = param_type(view) is not None  # the parameter record comes first
-        values = []
-        for i, (name, t, given) in enumerate(zip(fn.arg_names, fn.arg_types, args, strict=True)):
-            name, code = ("", "E9005") if takes_params and i == 0 else (name, "E9006")
-            values.append(to_value(t, given, name, code, self.core.entry))
-        return values
+        return entry_values(self.core, args)
 
     def params(self, seed: int = 0, weights: str | None = None) -> dict[str, np.ndarray] | None:
         return self.core.params(seed, weights)
@@ -376,6 +361,25 @@ class _Arrays:
 
     def read(self, name: str) -> np.ndarray:
         return self._arrays[name]
+
+
+def entry_values(core: Core, args) -> list[Value]:
+    """The runtime values of a call's arguments to `core`'s entry, each array checked
+    against its leaf: the parameters as a parameters file's (E9005), the others as
+    `--inputs` (E9006)."""
+    view = core.view
+    fn = view.entry_function
+    if len(args) != len(fn.arg_types):
+        names = ", ".join(fn.arg_names)
+        raise UsageError(
+            f"{core.entry} takes {len(fn.arg_types)} arguments ({names}), given {len(args)}"
+        )
+    takes_params = param_type(view) is not None  # the parameter record comes first
+    values = []
+    for i, (name, t, given) in enumerate(zip(fn.arg_names, fn.arg_types, args, strict=True)):
+        name, code = ("", "E9005") if takes_params and i == 0 else (name, "E9006")
+        values.append(to_value(t, given, name, code, core.entry))
+    return values
 
 
 def to_value(t: PskType, given, name: str, code: str, what: str) -> Value:

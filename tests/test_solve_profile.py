@@ -35,12 +35,10 @@ def profile_file(tmp_path, bf16_work_rate=1e9, convert_element=1e-9, convert_fix
 
 def chain_menu(profile, offered, work=1) -> Menu:
     """Three stored values a -> b -> c, each read by the next kernel, of 1000 elements."""
-    values = {k: Priced(k, "value", 1000, dict(TERMS)) for k in "abc"}
+    readers = {"a": ("b",), "b": ("c",), "c": ()}
+    values = {k: Priced(k, "value", 1000, dict(TERMS), readers[k]) for k in "abc"}
     timing = Timing(
-        profile,
-        work=dict.fromkeys("abc", work * 1000),
-        launches=dict.fromkeys("abc", 1),
-        readers={"a": ("b",), "b": ("c",)},
+        profile, work=dict.fromkeys("abc", work * 1000), launches=dict.fromkeys("abc", 1)
     )
     return Menu(values, {}, tuple(offered), {}, 3 * 8000, 0.0, timing)
 

@@ -15,9 +15,8 @@ from presk.errors import RealizationError
 from presk.fileio import check_writable, write_atomic
 from presk.precision.calibrate import Job
 from presk.precision.envelope import envelope_for
-from presk.precision.offers import ROUNDINGS, menu
+from presk.precision.offers import ROUNDINGS, envelope_menu
 from presk.precision.profile import other_machine, read_profile
-from presk.precision.sensitivity import sensitivities
 from presk.precision.solve import (
     BACKENDS,
     NARROWINGS,
@@ -67,7 +66,7 @@ def configure(p) -> None:
     p.add_argument(
         "--rounding",
         choices=ROUNDINGS,
-        default="measured",
+        default="weighted",
         help="a term's rounding: the envelope's measured one (default), u(t)·magnitude, "
         "or weighted: Σ|∂L/∂vᵢ|·|fl_t(vᵢ) − vᵢ| element by element, from the sweep",
     )
@@ -147,8 +146,7 @@ def run(args) -> int:
             code="E7004",
         )
     held = held_out(args, core, meta)  # refused before the sweep if there are none
-    found = sensitivities(core, meta.seed, meta.weights, meta.bits)
-    offered = menu(core, envelope, found, args.rounding, args.min_gain, profile)
+    offered = envelope_menu(core, envelope, args.rounding, args.min_gain, profile)
     options = Options(
         budget=args.budget if args.budget is not None else args.budget_abs,
         absolute=args.budget is None,

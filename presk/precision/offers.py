@@ -41,7 +41,8 @@ from presk.kernel.machine import to_storage
 from presk.precision.bound import LARGEST
 from presk.precision.envelope import Envelope, SiteEnvelope
 from presk.precision.profile import Profile
-from presk.precision.sensitivity import Sensitivities
+from presk.precision.samples import sample_arguments, sample_seed
+from presk.precision.sensitivity import Sensitivities, sensitivities
 from presk.reach import parameter_readers, value_readers
 
 RUNGS = ("f64", "f32", "bf16")  # the ladder, widest first
@@ -59,7 +60,7 @@ class Priced:
     kind: str  # "value" or "parameter"
     elements: int  # what its bytes count: one sample's elements, or the parameter's
     terms: dict[str, float] | None  # its term in each rung; None when the sweep missed it
-    readers: tuple[str, ...] = ()  # a parameter's: the launch sites of the kernels reading it
+    readers: tuple[str, ...] = ()  # the launch sites of the kernels reading it
 
     def saving(self, rung: str) -> int:
         """The bytes saved against f64 in `rung`."""
@@ -73,7 +74,6 @@ class Timing:
     profile: Profile
     work: dict[str, int]  # W: one sample's work, the envelope's work × count
     launches: dict[str, int]  # its kernel's launches in one sample
-    readers: dict[str, tuple[str, ...]]  # the launch sites of the kernels reading it
 
 
 @dataclass(frozen=True)
@@ -127,7 +127,7 @@ class Menu:
         for key, v in self.values.items():
             t = rung(key)
             total += self.own_seconds(key, t)
-            for reader in timing.readers.get(key, ()):
+            for reader in v.readers:
                 total += timing.profile.convert(t, rung(reader), v.elements, timing.launches[key])
         for key, p in self.params.items():
             t = rung(key)
@@ -137,14 +137,13 @@ class Menu:
         return total
 
     def terms(self, assignment: dict[str, str]) -> dict[str, float]:
-        """Each priced value's term under `assignment` (keys to rungs; the rest f64)."""
+        """Each priced value's term under `assignment` (keys to rungs; the rest f64), at
+        the narrowest of its own rung and its readers': a kernel rounds what it reads to
+        its own type, so a value read by a narrower kernel is rounded again there."""
         out = {}
-        for key, v in self.values.items():
-            if v.terms is not None:
-                out[key] = v.terms[assignment.get(key, "f64")]
-        for key, p in self.params.items():
+        for key, p in (*self.values.items(), *self.params.items()):
             if p.terms is not None:
-                read = [assignment.get(key, "f64")] + [assignment.get(r, "f64") for r in p.readers]
+                read = [assignment.get(k, "f64") for k in (key, *p.readers)]
                 out[key] = p.terms[max(read, key=RUNGS.index)]
         return out
 
@@ -157,11 +156,27 @@ def estimate(terms, how: str) -> float:
     return math.sqrt(sum(t * t for t in terms)) if how == "rss" else sum(terms)
 
 
+def envelope_menu(
+    core: Core,
+    envelope: Envelope,
+    rounding: str = "weighted",
+    min_gain: float = 1e-3,
+    profile: Profile | None = None,
+) -> Menu:
+    """`menu` from a sensitivity sweep on the envelope's first sample (its data, if it was
+    calibrated on a data file), at its weights and bits: the terms' weights come from the
+    inputs the envelope measured, not from drawn ones."""
+    meta = envelope.meta
+    first = sample_arguments(core, meta, meta.first)
+    found = sensitivities(core, sample_seed(meta, meta.first), meta.weights, meta.bits, first)
+    return menu(core, envelope, found, rounding, min_gain, profile)
+
+
 def menu(
     core: Core,
     envelope: Envelope,
     found: Sensitivities,
-    rounding: str = "measured",
+    rounding: str = "weighted",
     min_gain: float = 1e-3,
     profile: Profile | None = None,
 ) -> Menu:
@@ -171,8 +186,9 @@ def menu(
     l1 = {r.key: r.l1 for r in found.rows if r.what != "parameter"}
     paired = _paired(found, rounding)
     members = _members(core)
+    read_by = value_readers(kernels.operation)
     values = {
-        site: _value(site, envelope, members.get(site, {site}), l1, paired, rounding)
+        site: _value(site, envelope, members.get(site, {site}), l1, paired, rounding, read_by)
         for site in stages.launch_sites(kernels)
         if site in envelope.sites
     }
@@ -189,18 +205,16 @@ def menu(
 
 
 def _timing(profile: Profile, kernels, envelope: Envelope, values: dict[str, Priced]) -> Timing:
-    """The work, launches and readers of each stored value of the f64 `kernels`."""
+    """The work and launches of each stored value of the f64 `kernels`."""
     per_launch: dict[str, int] = {}  # a site's elements in one launch, its largest
     for op in walk_ops(kernels.operation, "psk_kernel.launch"):
         site = string_attr(op, "psk.site")
         size = psk_type(op.results[0]).size
         per_launch[site] = max(per_launch.get(site, 1), size)
-    readers = value_readers(kernels.operation)
     return Timing(
         profile,
         {k: envelope.sites[k].work * v.elements for k, v in values.items()},
         {k: max(1, v.elements // per_launch.get(k, 1)) for k, v in values.items()},
-        {k: tuple(sorted(readers.get(k, ()))) for k in values},
     )
 
 
@@ -240,11 +254,13 @@ def _value(
     l1: dict[str, float],
     paired: dict[str, dict[str, float]],
     rounding: str,
+    read_by: dict[str, set[str]],
 ) -> Priced:
     count = envelope.sites[site].count
+    readers = tuple(sorted(read_by.get(site, ())))
     priced = [m for m in sorted(members) if m in envelope.sites]
     if any(m not in l1 for m in priced):
-        return Priced(site, "value", count, None)
+        return Priced(site, "value", count, None, readers)
     terms = {
         t: sum(
             _term(l1[m], _site_rounding(envelope.sites[m], t, rounding), paired.get(m, {}).get(t))
@@ -252,7 +268,7 @@ def _value(
         )
         for t in RUNGS
     }
-    return Priced(site, "value", count, terms)
+    return Priced(site, "value", count, terms, readers)
 
 
 def _site_rounding(s: SiteEnvelope, t: str, rounding: str) -> float:

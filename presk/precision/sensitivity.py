@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 from mlir import ir
 
-from presk.api import Core
+from presk.api import Core, entry_values
 from presk.backends.host import CallContext
 from presk.core.autodiff import COTANGENT_OF
 from presk.core.program import Function
@@ -70,18 +70,24 @@ class Sensitivities:
 
 
 def sensitivities(
-    core: Core, seed: int = 0, weights: str | None = None, bits: int = 128
+    core: Core,
+    seed: int = 0,
+    weights: str | None = None,
+    bits: int = 128,
+    sample: list | None = None,
 ) -> Sensitivities:
     """Every site's, parameter's and real argument's ‖∂L/∂v‖₁ for the entry of `core` at
-    the parameters (`weights`, else initialised from `seed`) and inputs `seed` draws, from
-    one run of `E.vjp` on the reference at `bits`, outside training (dropout the identity)."""
+    the parameters (`weights`, else initialised from `seed`) and inputs `seed` draws, or at
+    `sample`'s arguments (numpy, the parameters first, as `samples.sample_arguments` gives
+    them), from one run of `E.vjp` on the reference at `bits`, outside training (dropout
+    the identity; `seed` keys any other draw)."""
     check_differentiable(core)
     # recomputed residuals: each F.bwd holds its forward values beside their cotangents
     vjp = core.program.elaborate(f"{core.entry}.vjp", core.dims, core.consts, "recompute")
     compiled = vjp.lower().compile("interp", bits=bits)
     recorder = Recorder(cotangent_marks(vjp), forward_slots(vjp))
     compiled.backend.host.observe = recorder
-    args = _arguments(core, seed, weights)
+    args = _arguments(core, seed, weights, sample)
     with exact.context(bits):  # every sum of magnitudes at the reference's precision
         cts = compiled.backend.call(args, CallContext(seed=seed))
         rows = recorder.rows(_site_descriptions(vjp)) + _input_rows(core, args[:-1], cts)
@@ -115,12 +121,15 @@ def _has_reals(t: PskType) -> bool:
     return any(leaf.kind == "real" for _, leaf in leaf_types(t))
 
 
-def _arguments(core: Core, seed: int, weights: str | None) -> list:
-    """The vjp's arguments: the parameters and the inputs `presk run --seed` gives the
-    entry, then the seed of the sweep, ones over every real of the entry's result."""
+def _arguments(core: Core, seed: int, weights: str | None, sample: list | None) -> list:
+    """The vjp's arguments: `sample`'s, else the parameters and the inputs `presk run
+    --seed` gives the entry; then the seed of the sweep, ones over every real of the
+    entry's result."""
     view = core.view
-    params = parameters(view, seed, weights)
     ones = build(view.entry_function.result_type, lambda _, leaf: Tensor(leaf, _ones(leaf)))
+    if sample is not None:
+        return entry_values(core, sample) + [ones]
+    params = parameters(view, seed, weights)
     return ([params] if params is not None else []) + arguments(view, seed, None) + [ones]
 
 

@@ -469,10 +469,7 @@ def search(menu: Menu, target: float, how: str) -> Exhaustive:
     column = {k: rungs[:, i] for i, k in enumerate(keys)}
     f64 = np.zeros(len(rungs), dtype=np.int8)
     terms = []
-    for key, v in menu.values.items():
-        if v.terms is not None:
-            terms.append(_priced(v.terms, column.get(key, f64)))
-    for key, p in menu.params.items():
+    for key, p in (*menu.values.items(), *menu.params.items()):
         if p.terms is not None:
             read = np.maximum.reduce([column.get(k, f64) for k in (key, *p.readers)])
             terms.append(_priced(p.terms, read))
