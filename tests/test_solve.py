@@ -22,7 +22,8 @@ from presk.cli.main import main
 from presk.precision.bound import exact_output, gap_to
 from presk.precision.calibrate import Job
 from presk.precision.envelope import envelope_for
-from presk.precision.offers import estimate, menu
+from presk.precision.offers import envelope_menu, estimate, menu
+from presk.precision.samples import sample_arguments
 from presk.precision.sensitivity import sensitivities
 from presk.precision.solve import Gauge, Options, realization_of, solve
 from presk.runtime.inputs import arguments
@@ -207,6 +208,28 @@ def test_the_held_out_gap_is_printed_on_the_windows_after_the_envelopes(tmp_path
         MINIGPT_FILE, MINIGPT, env, tmp_path / "r.json", "--budget", "1e-3", "--heldout", "3"
     )
     assert f"samples 2 to 4 of {data}" in line(text, "held-out gap")
+    # the sweep ran on the envelope's first sample, the data's windows, not drawn tokens
+    core = api.load(MINIGPT_FILE).elaborate("MiniGPT{64, 16, 2, 2}.loss", {"B": 1, "T": 8})
+    envelope = envelope_for(env, core)
+    meta = envelope.meta
+    on_data = sensitivities(core, meta.seed, None, meta.bits, sample_arguments(core, meta, 0))
+    drawn = sensitivities(core, meta.seed, None, meta.bits)
+    assert envelope_menu(core, envelope) == menu(core, envelope, on_data)
+    # (the head is initialised to 0, so only the parameters' gradients tell them apart)
+    assert [(r.key, r.l1) for r in on_data.rows] != [(r.key, r.l1) for r in drawn.rows]
+
+
+def test_a_value_is_charged_where_a_narrower_kernel_reads_it(tmp_path):
+    # softmax.psk: %1 = x + 84 is read by the softmax kernel, %2: in bf16 that kernel
+    # reads x + 84 at a spacing of 0.5, so %1's term in bf16 is charged
+    program = str(REPO / "tests/data/widening/softmax.psk")
+    env = calibrate(program, ["--entry", "loss"], tmp_path / "env.json")
+    core, envelope, found, _ = _solver_inputs(program, "loss", {}, env)
+    m = menu(core, envelope, found)
+    assert m.values["loss/%1"].readers == ("loss/%2",)
+    own = m.terms({"loss/%1": "f32"})["loss/%1"]
+    read = m.terms({"loss/%1": "f32", "loss/%2": "bf16"})["loss/%1"]
+    assert read == m.values["loss/%1"].terms["bf16"] and read > 1000 * own
 
 
 # ∂L/∂tanh(x) = w and ∂L/∂w = tanh(x): each pairs with a value a test can round by hand.
@@ -249,7 +272,7 @@ def test_the_weighted_term_is_the_exact_sum_of_sensitivity_times_rounding():
 
 def test_the_weighted_estimate_is_at_most_the_measured_one_and_its_solve_ends_inside(mlp_env):
     core, envelope, found, job = _solver_inputs(MLP, "Regression.loss", {"N": 4}, mlp_env)
-    measured = menu(core, envelope, found)
+    measured = menu(core, envelope, found, rounding="measured")
     weighted = menu(core, envelope, found, rounding="weighted")
     for rung in ("f32", "bf16"):
         narrowed = {k: rung for k in weighted.offered}
