@@ -8,7 +8,8 @@ primitive's `kernel` rule, or, for an elementwise group, one nest computing its 
 `scalar` rules in registers and storing the root. A module attribute
 `psk_kernel.storage = {"<site>" = "bf16", …}` (a realization's `storage`) gives a group
 root's kernel another machine type than `type`; a kernel reads another kernel's output in
-the type it was stored in, widening or rounding at the load. `psk_kernel.params =
+the type it was stored in, widening or rounding at the load, across function calls and
+folds too where every run of the function agrees on it. `psk_kernel.params =
 {"<path>" = "bf16" | {bits = 8 : i64, over = -2 : i64, scheme = "absmax"}, …}` (a
 realization's `params` and `quant`: a type, or integer weights with the axis their scales
 are constant along counted from the end) does the same for parameters, integer weights
@@ -34,7 +35,7 @@ from presk.kernel.nests import aligned_index, loops
 from presk.kernel.weights import Weights
 from presk.prims import by_op, read_attrs
 from presk.prims.base import Apply
-from presk.reach import parameter_elements
+from presk.reach import parameter_elements, stored_elements
 
 
 @dataclass
@@ -86,7 +87,9 @@ def _groups(block) -> list[Group]:
 
 
 class Lowering:
-    def __init__(self, module, machine: Machine, storage: dict[str, str], params: dict):
+    def __init__(
+        self, module, machine: Machine, storage: dict[str, str], params: dict, hosts: list
+    ):
         self.module = module
         self.default = machine
         self.storage = storage  # a group root's site -> its machine type, where not the default
@@ -94,13 +97,22 @@ class Lowering:
         self.kernels: dict[str, str] = {}  # signature -> symbol
         self.produced: dict = {}  # a launch's result -> its buffer element type
         self.params = params  # a realized parameter leaf -> its type or integer weights
+        self.groups = {f: _groups(f.regions[0].blocks[0]) for f in hosts}
+        roots = {g.root.results[0]: self.machine_of(g) for gs in self.groups.values() for g in gs}
+        # a host value every run of its function receives from kernels of one element type
+        self.stored = stored_elements(module, lambda op: _stored(op, roots))
 
     def element(self, v, machine: Machine) -> str | Weights:
         """The element type a kernel in `machine` reads `v` in: the type the launch that
         made it stored it, or a realized parameter's (`bf16`, or `Weights`:
         presk/reach.py), read through widening, rounding or dequantising loads
         with no copy; else the kernel's own (the host converts at its edge)."""
-        return self.produced.get(v) or self.params.get(v) or storage_of(psk_type(v), machine)
+        return (
+            self.produced.get(v)
+            or self.params.get(v)
+            or self.stored.get(v)
+            or storage_of(psk_type(v), machine)
+        )
 
     def machine_of(self, g: Group) -> Machine:
         return MACHINES[self.storage.get(site_of(g.root) or "", self.default.name)]
@@ -195,6 +207,16 @@ class Lowering:
             op.erase()
 
 
+def _stored(op, roots: dict) -> str | None:
+    """The element a group root's kernel stores its result in (None for an op the host
+    computes, or a member of a group)."""
+    machine = roots.get(op.results[0]) if len(op.results) == 1 else None
+    if machine is None:
+        return None
+    t = psk_type(op.results[0])
+    return storage_of(t, machine) if isinstance(t, TensorType) else None
+
+
 def _parameter_elements(module) -> dict[str, str | Weights]:
     """A realization's parameter types and integer weights by path, read from the
     `psk_kernel.params` dictionary's typed entries."""
@@ -233,13 +255,14 @@ class PskLowerToKernel(Pass):
             if name not in MACHINES:
                 raise UsageError(f"psk-lower-to-kernel: {site} has type {name!r}")
         elements = _parameter_elements(module)
-        lowering = Lowering(module, machine, storage, parameter_elements(module, elements))
-        module.attributes["psk_kernel.type"] = ir.StringAttr.get(machine.name)
         hosts = [
             f for f in walk_ops(module, "func.func") if "psk_kernel.kernel" not in f.attributes
         ]
+        params = parameter_elements(module, elements)
+        lowering = Lowering(module, machine, storage, params, hosts)
+        module.attributes["psk_kernel.type"] = ir.StringAttr.get(machine.name)
         for func in hosts:
-            for g in _groups(func.regions[0].blocks[0]):
+            for g in lowering.groups[func]:
                 inputs, consts = g.inputs, {}
                 if g.elementwise:  # constants go into the nest, not through buffers
                     consts = {v: t for v in inputs if (t := _const_text(v)) is not None}

@@ -1,4 +1,4 @@
-"""Where a realization's parameter types reach: the host values kernels read them as.
+"""Where a realization's types reach: the host values kernels read them as.
 
 A parameter typed by a realization (`params`: bf16 or f32) or quantised (`quant`) keeps
 its own buffer on the machine backends, and a kernel reading it should read that buffer
@@ -9,7 +9,9 @@ whose scales are constant along the second axis from the end), records, tuples, 
 and folds carry them through, and anything else gives no spelling. A function runs once
 per call site, so a value gets a spelling only if every run agrees on it (the shared
 `Proj.apply` of q, k and v, say); where runs differ, the kernel reads its own type and
-the host converts at its edge, as for any other value.
+the host converts at its edge. The values kernels store are followed the same way
+(`stored_elements`), so a kernel reads its argument in the type another function's kernel
+stored it in.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ class _Layers:
 
 
 class _Reach:
-    def __init__(self, module, spell_launches: bool = False):
+    def __init__(self, module, spell_launches: bool = False, spell_op=None):
         body = module.regions[0].blocks[0]
         self.functions = {
             op.operation.attributes["sym_name"].value: op.operation
@@ -41,6 +43,7 @@ class _Reach:
         self.seen: dict = {}  # value -> its abstract value, or _MIXED
         self.read_by: dict = {}  # a spelling -> the launch sites of the kernels reading it
         self.spell_launches = spell_launches  # a launch's result spelled by its site
+        self.spell_op = spell_op  # a Core op -> its result's spelling, or None
 
     def note(self, value, abstract) -> None:
         before = self.seen.get(value, abstract)
@@ -99,7 +102,7 @@ class _Reach:
             saved = ins[0].inner if isinstance(ins[0], _Layers) else None
             self.call(attrs["callee"].value, [saved, ins[1]])
             return None
-        return None
+        return self.spell_op(op) if self.spell_op is not None else None
 
 
 def parameter_elements(module, spellings: dict[str, str]) -> dict:
@@ -127,10 +130,22 @@ def value_readers(module) -> dict[str, set[str]]:
     return {k: v for k, v in reach.read_by.items() if k is not None}
 
 
-def _run(module, spelling, spell_launches: bool = False) -> _Reach:
+def stored_elements(module, element_of) -> dict:
+    """The host values of a PSK-Core module's entry run that are, on every run, a value a
+    kernel stored in one element type (`element_of(op)`: the element a compute op's
+    result is stored in, None for one the host computes): value -> element. A function's
+    argument stored by its caller's kernels in bf16, say, is read by its own kernels as
+    bf16 through widening or rounding loads, where the host would convert it."""
+    if "psk.entry" not in module.attributes:
+        return {}
+    reach = _run(module, lambda path: None, spell_op=element_of)
+    return {v: a for v, a in reach.seen.items() if isinstance(a, str)}
+
+
+def _run(module, spelling, spell_launches: bool = False, spell_op=None) -> _Reach:
     """The entry run abstractly, each parameter leaf spelled `spelling(path)` (an entry
     of no module has no parameter record)."""
-    reach = _Reach(module, spell_launches)
+    reach = _Reach(module, spell_launches, spell_op)
     entry = reach.functions[module.attributes["psk.entry"].value]
     args = list(entry.regions[0].blocks[0].arguments)
     if "psk.module" not in module.attributes:
