@@ -55,8 +55,8 @@ from presk.runtime.arrays_file import read_leaf
 from presk.runtime.inputs import arguments, param_type, parameters
 from presk.runtime.values import Tensor, Value, build
 from presk.toolchain import check_threads
-from presk.train.loop import Hyper, State, Trainer, first_step, zeros_like
-from presk.train.step import SYMBOL, add_train_step
+from presk.train.loop import Hyper, State, Trainer, first_step, step_symbol, zeros_like
+from presk.train.step import add_train_step
 
 # MPFR takes far more, but a reference at millions of bits is no use (and GMP aborts the
 # process near 2^31).
@@ -277,11 +277,12 @@ class Compiled:
         step, the first step from them), everything prepared once: a call to time."""
         view, backend = self.core.view, self.backend
         params = parameters(view, seed, None)
+        if self.core.train_step:  # the step rounds its read copy of the master parameters
+            step_args, ctx = first_step(view, backend, params, seed)
+            symbol = step_symbol(backend.realization)
+            return lambda: backend.call(step_args, ctx, symbol)
         if backend.name != "interp" and params is not None:  # typed and quantised once
             params = quantize.parameter_values(params, backend.realization, native=True)
-        if self.core.train_step:
-            step_args, ctx = first_step(view, backend, params, seed)
-            return lambda: backend.call(step_args, ctx, SYMBOL)
         call_args = ([params] if params is not None else []) + arguments(view, seed, None)
         ctx = CallContext(seed=seed)
         return lambda: backend.call(call_args, ctx)
@@ -310,7 +311,9 @@ class StepResult:
 
 class TrainStep:
     """`train.step` (presk/train/step.py) on a backend: a loss's forward and backward, the
-    gradient clipped, AdamW's step, every number computed by the backend."""
+    gradient clipped, AdamW's step, every number computed by the backend. Under a
+    realization typing parameters, `train.master_step`: the forward and backward read the
+    parameters rounded to their types, the step updates `params`, the master copy."""
 
     def __init__(self, compiled: Compiled):
         self.compiled = compiled
@@ -340,8 +343,8 @@ class TrainStep:
             zeros_like(p) if m is None else to_value(ptype, m, "", "E9005", "m"),
             zeros_like(p) if v is None else to_value(ptype, v, "", "E9005", "v"),
         )
-        args = [state.params, state.m, state.v, *trainer.hyper_args(step), *data]
-        out = compiled.backend.call(args, trainer.context(step), SYMBOL)
+        args = trainer.call_args(state, step, data)
+        out = compiled.backend.call(args, trainer.context(step), trainer.symbol)
         loss, grad_norm, lr = (float(output.float64(t)) for t in out[:3])
         return StepResult(loss, grad_norm, lr, *map(to_numpy, out[3:]))
 

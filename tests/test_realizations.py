@@ -70,12 +70,12 @@ def test_the_reference_runs_an_accumulation_type_the_machine_backends_refuse(tmp
     assert proc.returncode == 0, proc.stderr
 
 
-def test_presk_train_refuses_parameter_types_and_integer_weights(tmp_path):
-    record = _record(tmp_path, {"params": {"w": "bf16"}})
+def test_presk_train_refuses_integer_weights(tmp_path):
+    record = _record(tmp_path, {"quant": {"l1.w": {"bits": 8, "over": -1}}})
     proc = run_tool(
         "presk", "train", "tests/train/mlp_regression.psk", "--steps", "1", "--realize", record
     )
-    assert "presk train updates every parameter" in assert_user_error(proc, "E7002")
+    assert "not integer weights (quant)" in assert_user_error(proc, "E7002")
 
 
 def _bits(value) -> list:

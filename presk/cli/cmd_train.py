@@ -15,11 +15,11 @@ from presk.cli.programs import (
     elaborate_args,
     load_program,
 )
-from presk.errors import BindingError, RealizationError, UsageError
+from presk.errors import BindingError, UsageError
 from presk.front.bindings import parse_assignments
 from presk.runtime.inputs import parameters
 from presk.train.data import Windows
-from presk.train.loop import Hyper, State, Trainer, resume, zeros_like
+from presk.train.loop import Hyper, State, Trainer, check_trainable, resume, zeros_like
 
 
 def configure(p) -> None:
@@ -145,12 +145,7 @@ def run(args) -> int:
     if args.init and args.resume:
         raise UsageError("--init starts a run and --resume continues one: give one of them")
     realization = realizations.read(args.realize)
-    if realization.params or realization.quant:
-        raise RealizationError(
-            f"--realize {args.realize}: presk train updates every parameter in the backend's "
-            "own type; params and quant are for running a trained model",
-            code="E7002",
-        )
+    check_trainable(realization)  # before the program is elaborated and compiled
     program = load_program(args.file)
     _bind_batch(args, program)
     data = Windows.load(args.data) if args.data else None

@@ -4,8 +4,12 @@ checkpoints written atomically, a CSV and a loss curve, and resumption.
 A step's batch, learning rate and dropout masks depend only on the seed and the step's
 number, and the optimiser's state (m, v, t) travels in the checkpoint in the backend's
 own numbers, so a run resumed from a checkpoint computes what the uninterrupted run did,
-bit for bit. Rows are logged at steps the step number alone picks (the first, every
-K-th, the run's last), so a resumed run's log is the uninterrupted run's too.
+bit for bit. Under a realization that types parameters (`params`), each step calls
+`train.master_step`: its forward and backward read a copy of the parameters rounded to
+their types, made afresh each step, and its update the master parameters, which the
+state (and so the checkpoint) holds in the backend's type. Rows are logged at steps the
+step number alone picks (the first, every K-th, the run's last), so a resumed run's log is
+the uninterrupted run's too.
 """
 
 from __future__ import annotations
@@ -23,17 +27,19 @@ import numpy as np
 
 from presk.backends.host import CallContext
 from presk.core.program import HostProgram
-from presk.errors import BindingError, FileFormatError, RuntimeDataError
+from presk.errors import BindingError, FileFormatError, RealizationError, RuntimeDataError
 from presk.fileio import write_atomic
 from presk.ir.types import REAL_SCALAR, TensorType
 from presk.jsontext import first_violation
+from presk.quantize import parameter_values
+from presk.realize import Realization
 from presk.runtime import checkpoint
 from presk.runtime.inputs import param_type
 from presk.runtime.synth import entry_arguments, synth_input
 from presk.runtime.values import Tensor, Value, map_tensors
 from presk.schemas import REALIZATION
 from presk.train.data import Windows, next_token_pair
-from presk.train.step import HYPER, SYMBOL
+from presk.train.step import HYPER, MASTER, SYMBOL
 
 # The setup a checkpoint records and a resumed run must share (E9005 otherwise).
 SETUP = (
@@ -90,6 +96,21 @@ def sci(x: float, digits: int) -> str:
         return str(x)
     mantissa, exp = f"{x:.{digits}e}".split("e")
     return f"{mantissa}e{int(exp)}"
+
+
+def check_trainable(r: Realization) -> None:
+    """Refuse (E7002) a realization with integer weights: training updates real numbers."""
+    if r.quant:
+        raise RealizationError(
+            f"{r.label}: training updates real parameters, not integer weights (quant): "
+            "train them real or typed (params), then quantise the result",
+            code="E7002",
+        )
+
+
+def step_symbol(r: Realization) -> str:
+    """The training step a run under `r` calls: the master weights' if it types parameters."""
+    return MASTER if r.params else SYMBOL
 
 
 def check_token_entry(program: HostProgram, data: Windows) -> tuple[TensorType, int]:
@@ -163,6 +184,8 @@ class Trainer:
         self.out = out
         self.meta = meta
         self.quiet = quiet
+        check_trainable(backend.realization)
+        self.symbol = step_symbol(backend.realization)
         loss = program.entry_function
         self.arguments = entry_arguments(program, loss)
         self.warmup = hyper.warmup or max(1, steps // 10)
@@ -216,9 +239,21 @@ class Trainer:
         return [_scalar(values[k]) for k in HYPER]
 
     def step_args(self, state: State, step: int) -> tuple[list[Value], int]:
-        """`train.step`'s arguments at step `step` from `state`, and the batch's epoch."""
+        """The step's arguments at step `step` from `state`, and the batch's epoch."""
         batch, epoch = self.batch(step)
-        return [state.params, state.m, state.v, *self.hyper_args(step), *batch], epoch
+        return self.call_args(state, step, batch), epoch
+
+    def call_args(self, state: State, step: int, batch: list[Value]) -> list[Value]:
+        """The step's arguments at step `step` from `state` on `batch`: for the master
+        weights' step, the parameters' read copy first."""
+        read = [self.read_copy(state.params)] if self.symbol == MASTER else []
+        return [*read, state.params, state.m, state.v, *self.hyper_args(step), *batch]
+
+    def read_copy(self, params: Value) -> Value:
+        """The parameters with each leaf the realization types rounded to its type: buffers
+        of their types on the machine backends, float64 values on the reference."""
+        backend = self.backend
+        return parameter_values(params, backend.realization, native=backend.name != "interp")
 
     def context(self, step: int) -> CallContext:
         return CallContext(training=True, step=step, seed=self.seed)
@@ -237,7 +272,7 @@ class Trainer:
         bar = sys.stderr.isatty() and not self.quiet
         for step in range(first, last + 1):
             args, epoch = self.step_args(state, step)
-            out = self.backend.call(args, self.context(step), SYMBOL)
+            out = self.backend.call(args, self.context(step), self.symbol)
             loss, gnorm, lr = (_float(t) for t in out[:3])
             state.params, state.m, state.v = out[3], out[4], out[5]
             state.step = step
@@ -410,9 +445,9 @@ def _step_problem(meta: dict) -> str | None:
 def first_step(
     program: HostProgram, backend, params: Value, seed: int = 0, steps: int = 100
 ) -> tuple[list[Value], CallContext]:
-    """The arguments and context of the first call of `train.step` from `params` (moments
-    zero) in a run of `steps` steps, without the loop's logging or files: one step to time
-    or to check."""
+    """The arguments and context of the first call of the training step (`step_symbol`)
+    from `params` (moments zero) in a run of `steps` steps, without the loop's logging or
+    files: one step to time or to check."""
     trainer = Trainer.detached(program, backend, steps, seed)
     args, _ = trainer.step_args(State(params, zeros_like(params), zeros_like(params)), 1)
     return args, trainer.context(1)
