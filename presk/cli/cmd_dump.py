@@ -68,6 +68,13 @@ def configure(p) -> None:
         default=128,
         help="--stage sensitivity: precision of the reference in bits (default 128)",
     )
+    p.add_argument(
+        "--sweep",
+        choices=sensitivity.SWEEPS,
+        default="reference",
+        help="--stage sensitivity: the sweep on the exact reference (default), or in "
+        "binary64 on the kernel evaluator (f64)",
+    )
 
 
 def run(args) -> int:
@@ -81,7 +88,9 @@ def run(args) -> int:
         return 0
     if args.stage == "sensitivity":
         core = elaborate_args(args, program)
-        found = sensitivity.sensitivities(core, args.seed, args.weights, args.bits)
+        found = sensitivity.sensitivities(
+            core, args.seed, args.weights, args.bits, sweep=args.sweep
+        )
         sys.stdout.write(sensitivity.text(found))
         return 0
     module = elaborate_args(args, program).module

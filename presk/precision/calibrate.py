@@ -114,9 +114,31 @@ def _upward():
     return gmpy2.context(gmpy2.get_context(), round=gmpy2.RoundUp)
 
 
-def _rounding_error(t: str) -> np.ufunc:
-    to_t = _ROUND[t].plus
-    return np.frompyfunc(lambda v: abs(to_t(v) - v), 1, 1)
+def _rounding_error(t: str) -> Callable[[np.ndarray], np.ndarray]:
+    """|fl_t(x) − x| element by element: of MPFR numbers at the run's precision, of float64
+    numbers in float64, exactly (a double's distance to its rounding to fewer bits is a
+    double)."""
+    to_t = _ROUND[t]
+    exact_error = np.frompyfunc(lambda v: abs(to_t.plus(v) - v), 1, 1)
+
+    def error(data: np.ndarray) -> np.ndarray:
+        if np.asarray(data).dtype == object:
+            return exact_error(data)
+        x = np.asarray(data, dtype=np.float64)
+        return np.abs(_rounded(x, to_t) - x)
+
+    return error
+
+
+def _rounded(x: np.ndarray, to: gmpy2.context) -> np.ndarray:
+    """Doubles rounded as the context `to` rounds them (nearest-even at its precision,
+    its subnormals, overflow to ∞), in one step: numpy's casts to bf16 pass through f32,
+    which rounds twice. Scaling by a power of two is exact, and rint ties to even."""
+    _, e = np.frexp(x)  # |x| in [2^(e-1), 2^e)
+    lowest = to.emin + to.precision - 1  # the smallest normal's e: below it, one spacing
+    spacing = np.ldexp(1.0, np.maximum(e, lowest) - to.precision)
+    y = np.rint(x / spacing) * spacing
+    return np.where(np.abs(y) < 2.0**to.emax, y, np.copysign(np.inf, x))
 
 
 ROUNDING_ERRORS = {t: _rounding_error(t) for t in TYPES}

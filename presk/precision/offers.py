@@ -162,13 +162,16 @@ def envelope_menu(
     rounding: str = "weighted",
     min_gain: float = 1e-3,
     profile: Profile | None = None,
+    sweep: str = "reference",
 ) -> Menu:
-    """`menu` from a sensitivity sweep on the envelope's first sample (its data, if it was
-    calibrated on a data file), at its weights and bits: the terms' weights come from the
-    inputs the envelope measured, not from drawn ones."""
+    """`menu` from a sensitivity sweep (`sweep`: on the reference, or `f64`) on the
+    envelope's first sample (its data, if it was calibrated on a data file), at its weights
+    and bits: the terms' weights come from the inputs the envelope measured, not from drawn
+    ones."""
     meta = envelope.meta
     first = sample_arguments(core, meta, meta.first)
-    found = sensitivities(core, sample_seed(meta, meta.first), meta.weights, meta.bits, first)
+    seed = sample_seed(meta, meta.first)
+    found = sensitivities(core, seed, meta.weights, meta.bits, first, sweep)
     return menu(core, envelope, found, rounding, min_gain, profile)
 
 

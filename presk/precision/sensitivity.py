@@ -17,6 +17,13 @@ effect of rounding the value to t element by element, Σᵢ |∂L/∂vᵢ|·|fl_
 (`weighted`), summed like ‖∂L/∂v‖₁; a parameter's and an argument's pair the sweep's
 arguments with their gradient. `presk solve --rounding weighted` uses it as the term.
 
+The sweep runs on the reference (`sweep="reference"`) or, for large models, in binary64
+on the kernel evaluator (`sweep="f64"`): the vjp lowered to f64 kernels without fusion,
+one launch a Core op, so every value the Recorder reads is in a host slot, and the
+lowered functions' slots are read in the Core functions' numbering (`_core_slots`). Its
+sums are float64 sums; it ranks as the reference does but for values whose cotangent
+cancels to near 0 (a row's mean under a centring), where float64 keeps the noise.
+
 A sensitivity ranks; a bound guarantees. Nothing here bounds an error: it says where a
 perturbation would move L most, to first order, at these parameters and inputs.
 """
@@ -29,16 +36,19 @@ from dataclasses import dataclass
 import numpy as np
 from mlir import ir
 
+from presk import stages
 from presk.api import Core, entry_values
 from presk.backends.host import CallContext
+from presk.backends.kernel import KernelBackend
 from presk.core.autodiff import COTANGENT_OF
-from presk.core.program import Function
-from presk.errors import BindingError
+from presk.core.program import Function, read_host_program
+from presk.errors import BindingError, UsageError
 from presk.front import ast
 from presk.front.bindings import parse_entry, resolve_entry
 from presk.ir.ops import walk_ops
 from presk.ir.types import PskType, TensorType
 from presk.ir.types import leaves as leaf_types
+from presk.kernel.machine import MACHINES
 from presk.precision.calibrate import ROUNDING_ERRORS
 from presk.precision.envelope import TYPES
 from presk.prims import exact
@@ -67,6 +77,13 @@ class Sensitivities:
     entry: str
     rows: list[Sensitivity]  # by ‖∂L/∂v‖₁, largest first
     weights: str | None  # the parameters' file, None when initialised from the seed
+    sweep: str = "reference"  # where the sweep ran: one of SWEEPS
+
+
+SWEEPS = ("reference", "f64")
+# The vjp in f64 kernels, one a Core op: no psk-fuse, so no value stays inside a kernel,
+# and no psk-dce, so every Core op has its counterpart in the lowered host program.
+UNFUSED_F64 = "builtin.module(psk-lower-to-kernel{type=f64},psk-verify)"
 
 
 def sensitivities(
@@ -75,24 +92,80 @@ def sensitivities(
     weights: str | None = None,
     bits: int = 128,
     sample: list | None = None,
+    sweep: str = "reference",
 ) -> Sensitivities:
     """Every site's, parameter's and real argument's ‖∂L/∂v‖₁ for the entry of `core` at
     the parameters (`weights`, else initialised from `seed`) and inputs `seed` draws, or at
     `sample`'s arguments (numpy, the parameters first, as `samples.sample_arguments` gives
-    them), from one run of `E.vjp` on the reference at `bits`, outside training (dropout
-    the identity; `seed` keys any other draw)."""
+    them), from one run of `E.vjp` outside training (dropout the identity; `seed` keys any
+    other draw): on the reference at `bits`, or with `sweep="f64"` in binary64 on the
+    kernel evaluator."""
+    if sweep not in SWEEPS:
+        raise UsageError(f"unknown sweep {sweep!r} (sweeps: {', '.join(SWEEPS)})")
     check_differentiable(core)
     # recomputed residuals: each F.bwd holds its forward values beside their cotangents
     vjp = core.program.elaborate(f"{core.entry}.vjp", core.dims, core.consts, "recompute")
-    compiled = vjp.lower().compile("interp", bits=bits)
     recorder = Recorder(cotangent_marks(vjp), forward_slots(vjp))
-    compiled.backend.host.observe = recorder
+    backend = _reference(vjp, bits, recorder) if sweep == "reference" else _f64(vjp, recorder)
     args = _arguments(core, seed, weights, sample)
-    with exact.context(bits):  # every sum of magnitudes at the reference's precision
-        cts = compiled.backend.call(args, CallContext(seed=seed))
+    with exact.context(bits):  # every sum of exact magnitudes at the reference's precision
+        cts = backend.call(args, CallContext(seed=seed))
         rows = recorder.rows(_site_descriptions(vjp)) + _input_rows(core, args[:-1], cts)
     rows.sort(key=lambda r: (-r.l1, r.key))
-    return Sensitivities(core.entry, rows, weights)
+    return Sensitivities(core.entry, rows, weights, sweep)
+
+
+def _reference(vjp: Core, bits: int, recorder: Recorder):
+    """The reference at `bits`, its host watched by `recorder`."""
+    backend = vjp.lower().compile("interp", bits=bits).backend
+    backend.host.observe = recorder
+    return backend
+
+
+def _f64(vjp: Core, recorder: Recorder) -> KernelBackend:
+    """The kernel evaluator in binary64 over `vjp` lowered one launch a Core op, its host
+    watched by `recorder` in the Core functions' slot numbering."""
+    module = vjp.copy()
+    stages.run_pipeline(UNFUSED_F64, module)
+    lowered = read_host_program(module)
+    backend = KernelBackend(lowered, module, MACHINES["f64"])
+    numbering = {
+        name: _core_slots(fn, lowered.functions[name]) for name, fn in vjp.view.functions.items()
+    }
+
+    def observe(fn: Function, slots: list) -> None:
+        recorder(fn, [slots[j] for j in numbering[fn.name]])
+
+    backend.host.observe = observe
+    return backend
+
+
+def _core_slots(core_fn: Function, lowered: Function) -> list[int]:
+    """For each slot of a Core function, the slot of the same value in its lowering one
+    launch an op: the arguments' own, then each op's counterpart in order, passing over
+    the tuples psk-lower-to-kernel builds of each launch's operands."""
+    packing = _launch_operands(lowered)
+    counterparts = [op for op in lowered.ops if op.out not in packing]
+    slots = list(range(core_fn.slots))
+    for op, low in zip(core_fn.ops, counterparts, strict=True):
+        if op.site != low.site:
+            raise AssertionError(f"{core_fn.name}: {op.site} was lowered as {low.site}")
+        slots[op.out] = low.out
+    return slots
+
+
+def _launch_operands(fn: Function) -> set[int]:
+    """The slots of the tuples of launch operands in a lowered function: each launch's
+    operand, a chain of `psk.tuple_append` from a `psk.tuple_empty`."""
+    made_by = {op.out: op for op in fn.ops}
+    found: set[int] = set()
+    for launch in (op for op in fn.ops if op.name == "psk_kernel.launch"):
+        link = made_by[launch.ins[0]]
+        found.add(link.out)
+        while link.name == "psk.tuple_append":
+            link = made_by[link.ins[0]]
+            found.add(link.out)
+    return found
 
 
 def check_differentiable(core: Core) -> None:
@@ -189,9 +262,9 @@ class Recorder:
     ):
         self.marks = marks
         self.forward = forward
-        self.l1: dict[str, object] = defaultdict(int)  # site -> Σ|∂L/∂v|, exact
+        self.l1: dict[str, object] = defaultdict(int)  # site -> Σ|∂L/∂v|
         self.elements: Counter[str] = Counter()
-        self.weighted: dict[str, dict[str, object] | None] = {}  # site -> by type, exact
+        self.weighted: dict[str, dict[str, object] | None] = {}  # site -> by type
 
     def __call__(self, fn: Function, slots: list) -> None:
         forward = self.forward.get(fn.name, {})
@@ -227,13 +300,12 @@ class Recorder:
 
 
 def weighted(ct: Tensor, value: Tensor | None) -> dict[str, object] | None:
-    """By type t, Σᵢ |ctᵢ|·|fl_t(vᵢ) − vᵢ| at the context's precision; None without a
-    forward value of the cotangent's shape to pair."""
+    """By type t, Σᵢ |ctᵢ|·|fl_t(vᵢ) − vᵢ| (`total`); None without a forward value of
+    the cotangent's shape to pair."""
     if value is None or value.type.shape != ct.type.shape:
         return None
-    magnitudes = np.abs(np.asarray(ct.data, dtype=object))
-    products = {t: magnitudes * ROUNDING_ERRORS[t](value.data) for t in TYPES}
-    return {t: sum(np.asarray(p, dtype=object).flat) for t, p in products.items()}
+    magnitudes = np.abs(np.asarray(ct.data))
+    return {t: total(magnitudes * ROUNDING_ERRORS[t](value.data)) for t in TYPES}
 
 
 def _floats(sums: dict[str, object] | None) -> dict[str, float] | None:
@@ -241,9 +313,15 @@ def _floats(sums: dict[str, object] | None) -> dict[str, float] | None:
 
 
 def l1(t: Tensor):
-    """Σ|t|, term by term in index order at the context's precision (exact for the
-    reference's MPFR numbers up to that rounding)."""
-    return sum(abs(x) for x in t.data.flat)
+    """Σ|t| (`total`)."""
+    return total(np.abs(np.asarray(t.data)))
+
+
+def total(a: np.ndarray):
+    """Σ of `a`'s elements: MPFR numbers term by term in index order at the context's
+    precision (exact up to that rounding), float64 numbers by numpy's float64 sum."""
+    a = np.asarray(a)
+    return sum(a.flat) if a.dtype == object else float(np.sum(a))
 
 
 def _site_descriptions(core: Core) -> dict[str, tuple[str, str]]:
@@ -308,7 +386,8 @@ def text(found: Sensitivities) -> str:
         (r.key, r.what, r.source, f"{r.l1:.4g}", f"{r.per_element:.4g}") for r in nonzero
     ]
     widths = [max(len(row[k]) for row in table) for k in range(len(head))]
-    lines = [f"-- sensitivity of {found.entry}: ‖∂L/∂v‖₁, one reverse sweep on the reference"]
+    where = "on the reference" if found.sweep == "reference" else "in binary64 (--sweep f64)"
+    lines = [f"-- sensitivity of {found.entry}: ‖∂L/∂v‖₁, one reverse sweep {where}"]
     lines += [
         "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in table
     ]
