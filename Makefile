@@ -15,6 +15,10 @@ setup: $(STAMP)  ## create .venv and install presk with its test and lint tools
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet -e '.[test,lint]'
+	@# Debian's chromium for the explain page's browser test, where apt-get can install it
+	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+	  && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium \
+	  >/dev/null; } || echo "setup: no chromium; tests/test_explain.py's browser test will skip"
 	touch $@
 
 demo: setup  ## train MiniGPT natively on the shipped corpus, check one step exactly, solve a budget

@@ -212,3 +212,95 @@ class _Shown:
 
 def _cut(text: str) -> str:
     return text if len(text) <= SHOWN else text[: SHOWN - 1] + "…"
+
+
+_RUNGS = ("f64", "f32", "bf16")  # the solve's ladder
+_OUTCOMES = ("taken", "refused", "slower", "kept", "rejected", "measured", "held out")
+
+
+def _record(what: str, properties: dict, optional: tuple[str, ...] = (), unknown="field") -> dict:
+    """An object of exactly `properties`, all required but `optional`."""
+    names = ", ".join(properties)
+    return {
+        **_object(f"{what} has the fields {names}, not {{value}}", properties, unknown),
+        "required": [k for k in properties if k not in optional],
+    }
+
+
+def _number_or_inf(what: str, nullable: bool = False) -> dict:
+    kinds = [{"type": "number"}, {"const": "inf"}] + ([{"type": "null"}] if nullable else [])
+    null = ", or null" if nullable else ""
+    return {
+        "anyOf": kinds,
+        "description": f'{{field}} is {what}: a number or "inf"{null}, not {{value}}',
+    }
+
+
+def _strings(what: str) -> dict:
+    return {
+        "type": "array",
+        "items": {"type": "string"},
+        "description": f"{{field}} is a list of {what}, not {{value}}",
+    }
+
+
+def _count(what: str) -> dict:
+    return {**_whole(0), "description": f"{{field}} is {what}, a whole number, not {{value}}"}
+
+
+_KINDS = ("value", "parameter")
+_MOVE = _record(
+    "a move",
+    {
+        "move": _field_of(("narrow", "widen")),
+        "key": {"type": "string", "description": "{field} is a string, not {value}"},
+        "kind": _field_of(_KINDS),
+        "from": _field_of(_RUNGS),
+        "to": _field_of(_RUNGS),
+        "outcome": _field_of(_OUTCOMES),
+        "estimate": _number_or_inf("the estimate after the move"),
+        "gap": _number_or_inf("the measured gap that decided the move"),
+    },
+    optional=("gap",),  # only a move a measurement decided has one
+)
+_PRICED = _record(
+    "a priced value",
+    {
+        "kind": _field_of(_KINDS),
+        "elements": _count("its elements"),
+        "term": _number_or_inf("its term in its final type", nullable=True),
+    },
+)
+# `presk solve`'s R.moves.json: every move, and what `presk explain` reads beside them
+MOVES = _record(
+    "a moves file (presk solve's R.moves.json)",
+    {
+        "realization": {"type": "string", "description": "{field} is a file name, not {value}"},
+        "moves": {
+            "type": "array",
+            "items": _MOVE,
+            "description": "{field} is a list of moves, not {value}",
+        },
+        "budget": _number_or_inf("the absolute budget"),
+        "target": _number_or_inf("what the estimate aims at"),
+        "estimate": _number_or_inf("the final estimate"),
+        "gap": _number_or_inf("the final measured gap"),
+        "threshold": {
+            "type": ["number", "null"],
+            "description": "{field} is budget/margin with --narrow, else null, not {value}",
+        },
+        "all_f64": _count("the all-f64 traffic in bytes"),
+        "min_gain": {
+            "type": "number",
+            "minimum": 0,
+            "description": "{field} is θ, a number from 0, not {value}",
+        },
+        "priced": _sites_to(_PRICED, "keys to priced values"),
+        "offered": _strings("keys"),
+        "left_out": _record(
+            "left_out",
+            {rule: _strings("keys") for rule in ("rule 1", "rule 2", "unreached")},
+            unknown="rule",
+        ),
+    },
+)

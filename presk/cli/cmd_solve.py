@@ -9,14 +9,17 @@ import os
 import sys
 
 from presk import realize
+from presk.api import Core
 from presk.cli.common import positive_count, real_number, whole_number
 from presk.cli.programs import add_program_args, elaborate_args, load_program
 from presk.errors import RealizationError
 from presk.fileio import check_writable, write_atomic
 from presk.precision.calibrate import Job
 from presk.precision.envelope import envelope_for
+from presk.precision.explain import moves_record
 from presk.precision.offers import ROUNDINGS, envelope_menu
 from presk.precision.profile import other_machine, read_profile
+from presk.precision.sensitivity import SWEEPS
 from presk.precision.solve import (
     BACKENDS,
     NARROWINGS,
@@ -33,13 +36,26 @@ budget_number = real_number("a positive number", strict=True)
 
 def configure(p) -> None:
     add_program_args(p)
+    add_solve_args(p, p.add_mutually_exclusive_group(required=True))
+    p.add_argument("--out", required=True, metavar="R.json", help="write the realization here")
+    p.add_argument(
+        "--sites",
+        type=whole_number(0, 2**31, "a whole number from 0"),
+        default=0,
+        metavar="N",
+        help="print the N decisions that save the most bytes",
+    )
+
+
+def add_solve_args(p, budgets, precision_required: bool = True) -> None:
+    """The flags that shape a solve, `--budget` and `--budget-abs` in the exclusive group
+    `budgets` (presk explain --budget solves with them too)."""
     p.add_argument(
         "--precision",
-        required=True,
+        required=precision_required,
         metavar="ENV.json",
         help="the magnitude envelope (presk calibrate --precision) whose samples are measured",
     )
-    budgets = p.add_mutually_exclusive_group(required=True)
     budgets.add_argument(
         "--budget",
         type=budget_number,
@@ -49,7 +65,6 @@ def configure(p) -> None:
     budgets.add_argument(
         "--budget-abs", type=budget_number, metavar="ε", help="the largest gap, absolute"
     )
-    p.add_argument("--out", required=True, metavar="R.json", help="write the realization here")
     p.add_argument(
         "--weights",
         metavar="CKPT|P.npz|P.safetensors",
@@ -67,8 +82,15 @@ def configure(p) -> None:
         "--rounding",
         choices=ROUNDINGS,
         default="weighted",
-        help="a term's rounding: the envelope's measured one (default), u(t)·magnitude, "
-        "or weighted: Σ|∂L/∂vᵢ|·|fl_t(vᵢ) − vᵢ| element by element, from the sweep",
+        help="a term's rounding: weighted (default), Σ|∂L/∂vᵢ|·|fl_t(vᵢ) − vᵢ| element by "
+        "element from the sweep; the envelope's measured one; or u(t)·magnitude",
+    )
+    p.add_argument(
+        "--sweep",
+        choices=SWEEPS,
+        default="reference",
+        help="where the sensitivity sweep runs: on the exact reference (default), or in "
+        "binary64 on the kernel evaluator (f64: faster, for large models)",
     )
     p.add_argument(
         "--estimate",
@@ -108,13 +130,6 @@ def configure(p) -> None:
         help="also find the estimate's optimum over every assignment (12 values at most)",
     )
     p.add_argument(
-        "--sites",
-        type=whole_number(0, 2**31, "a whole number from 0"),
-        default=0,
-        metavar="N",
-        help="print the N decisions that save the most bytes",
-    )
-    p.add_argument(
         "--profile",
         metavar="P.json",
         help="minimise predicted time instead of traffic, with this machine's roofline "
@@ -132,6 +147,16 @@ def run(args) -> int:
     moves_path = moves_path_of(args.out)
     for path in (args.out, moves_path):  # before the sweep and the measurements
         check_writable(path)
+    core, solution = solved(args)
+    write(solution, args.out, moves_path)
+    print(summary(solution, core.entry, args, moves_path))
+    if args.sites:
+        print(decisions(solution, args.sites))
+    return 0
+
+
+def solved(args) -> tuple[Core, Solution]:
+    """The entry the flags name and its solution under the flags of `add_solve_args`."""
     profile = read_profile(args.profile) if args.profile is not None else None
     if profile is not None and other_machine(profile):
         print(f"warning: {args.profile}: {other_machine(profile)}", file=sys.stderr)
@@ -146,7 +171,7 @@ def run(args) -> int:
             code="E7004",
         )
     held = held_out(args, core, meta)  # refused before the sweep if there are none
-    offered = envelope_menu(core, envelope, args.rounding, args.min_gain, profile)
+    offered = envelope_menu(core, envelope, args.rounding, args.min_gain, profile, args.sweep)
     options = Options(
         budget=args.budget if args.budget is not None else args.budget_abs,
         absolute=args.budget is None,
@@ -158,12 +183,7 @@ def run(args) -> int:
     job = Job(program.ast.text, args.file, args.remat, meta)
     workers = args.workers if args.workers is not None else default_threads()
     gauge = Gauge(core, envelope, job, offered, args.measure, workers)
-    solution = solve(offered, options, gauge, gauge.moved_to(held) if held else None)
-    write(solution, args.out, moves_path)
-    print(summary(solution, core.entry, args, moves_path))
-    if args.sites:
-        print(decisions(solution, args.sites))
-    return 0
+    return core, solve(offered, options, gauge, gauge.moved_to(held) if held else None)
 
 
 def held_out(args, core, meta):
@@ -186,7 +206,7 @@ def write(solution: Solution, out: str, moves_path: str) -> None:
     """The record, checked by reading it back as `--realize @R.json` does, and the moves."""
     write_atomic(out, json.dumps(solution.record(), indent=1) + "\n")
     realize.read("@" + out)
-    moves = {"realization": os.path.basename(out), "moves": [m.record() for m in solution.moves]}
+    moves = moves_record(solution, os.path.basename(out))  # what presk explain reads
     write_atomic(moves_path, json.dumps(moves, indent=1) + "\n")
 
 

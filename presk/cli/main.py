@@ -34,6 +34,9 @@ COMMANDS: dict[str, str] = {
     "check": "bound an entry's distance to its exact value under a realization (--precision)",
     "solve": "choose the cheapest realization inside an error budget (--precision), measured "
     "on the exact reference",
+    "explain": "why a solved realization is what it is: every decision with its reason, and a "
+    "site through every stage down to machine code",
+    "bisect": "run a realization beside the exact reference and name the sites where its gap grew",
 }
 
 
