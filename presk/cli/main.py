@@ -37,6 +37,8 @@ COMMANDS: dict[str, str] = {
     "explain": "why a solved realization is what it is: every decision with its reason, and a "
     "site through every stage down to machine code",
     "bisect": "run a realization beside the exact reference and name the sites where its gap grew",
+    "margins": "the exact model's margins on held-out windows, the budget on the logits an "
+    "accuracy target asks, and the decisions a realization changes",
 }
 
 
