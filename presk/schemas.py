@@ -67,6 +67,16 @@ _ORDER = {
     "description": "{value!r} is sequential, blocked(W) or interleaved(P), W and P whole "
     "numbers from 1 (at most 9 digits)",
 }
+_CONTRACTIONS = ("fma", "none")
+# every contraction's ("fma"), or by site with "default" for the sites not named
+_CONTRACT = {
+    "anyOf": [
+        {"enum": list(_CONTRACTIONS)},
+        {"type": "object", "additionalProperties": _field_of(_CONTRACTIONS)},
+    ],
+    "description": '{field} is "fma", "none" or an object mapping sites (and "default") to '
+    '"fma" or "none", not {value}',
+}
 _QUANT = {
     **_object(
         'a quantised weight is an object {{"bits": 8 or 4, "over": …, "scheme": …}}, not {value}',
@@ -97,6 +107,7 @@ REALIZATION = _object(
         "storage": _sites_to(_type(TYPES), "sites to types"),
         "accum": _sites_to(_type(TYPES), "sites to types"),
         "order": _sites_to(_ORDER, "sites to orders"),
+        "contract": _CONTRACT,
         "envelope": {"type": "object", "description": "{field} is an object, not {value}"},
         "params": _sites_to(_type(PARAM_TYPES), "parameter paths to types"),
         "quant": _sites_to(_QUANT, "parameter paths to quantisations"),
@@ -214,7 +225,8 @@ def _cut(text: str) -> str:
     return text if len(text) <= SHOWN else text[: SHOWN - 1] + "…"
 
 
-_RUNGS = ("f64", "f32", "bf16")  # the solve's ladder
+# the solve's rungs: the float ladder, then integer weights (precision/integers.py)
+_RUNGS = ("f64", "f32", "bf16", "int8", "int8/pow2", "int4", "int4/pow2")
 _OUTCOMES = ("taken", "refused", "slower", "kept", "rejected", "measured", "held out")
 
 
@@ -269,7 +281,15 @@ _PRICED = _record(
         "kind": _field_of(_KINDS),
         "elements": _count("its elements"),
         "term": _number_or_inf("its term in its final type", nullable=True),
+        "ints": _record(
+            "ints",
+            {rung: _count("its bytes at that rung") for rung in _RUNGS[3:]},
+            optional=_RUNGS[3:],
+            unknown="rung",
+        ),
+        "over": {"type": "integer", "description": "{field} is an axis from the end, not {value}"},
     },
+    optional=("ints", "over"),  # a parameter priced in integers: bytes and scale axis
 )
 # `presk solve`'s R.moves.json: every move, and what `presk explain` reads beside them
 MOVES = _record(

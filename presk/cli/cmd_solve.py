@@ -12,13 +12,15 @@ from presk import realize
 from presk.api import Core
 from presk.cli.common import positive_count, real_number, whole_number
 from presk.cli.programs import add_program_args, elaborate_args, load_program
-from presk.errors import RealizationError
+from presk.errors import RealizationError, UsageError
 from presk.fileio import check_writable, write_atomic
 from presk.precision.calibrate import Job
 from presk.precision.envelope import envelope_for
 from presk.precision.explain import moves_record
-from presk.precision.offers import ROUNDINGS, envelope_menu
+from presk.precision.integers import SCHEMES, is_integer, parse_menu
+from presk.precision.offers import ROUNDINGS, RUNGS, envelope_sweep, menu
 from presk.precision.profile import other_machine, read_profile
+from presk.precision.quant_pass import quantize_after, table_text
 from presk.precision.sensitivity import SWEEPS
 from presk.precision.solve import (
     BACKENDS,
@@ -136,6 +138,23 @@ def add_solve_args(p, budgets, precision_required: bool = True) -> None:
         "(presk bench --calibrate)",
     )
     p.add_argument(
+        "--menu",
+        metavar="RUNGS",
+        help="the rungs offered, f64,f32 and any of bf16, int8, int4 (default f64,f32,bf16): "
+        "integers, under absmax or pow2 scales, for parameters of rank two or more",
+    )
+    p.add_argument(
+        "--quant",
+        action="store_true",
+        help="after the float solve, store matrices as int8 or int4 where the measurement "
+        "allows, priced by the root-sum-square of gradient × move",
+    )
+    p.add_argument(
+        "--scheme",
+        choices=SCHEMES,
+        help="--quant's scales: absmax (default) or pow2",
+    )
+    p.add_argument(
         "--workers",
         type=positive_count,
         metavar="N",
@@ -150,13 +169,28 @@ def run(args) -> int:
     core, solution = solved(args)
     write(solution, args.out, moves_path)
     print(summary(solution, core.entry, args, moves_path))
+    if solution.quant_pass is not None:
+        print(table_text(solution.quant_pass))
     if args.sites:
         print(decisions(solution, args.sites))
     return 0
 
 
+def menu_rungs(args) -> tuple[str, ...]:
+    """The menu `--menu` names, checked with `--quant` and `--scheme` (E0001)."""
+    rungs = parse_menu(args.menu) if args.menu is not None else RUNGS
+    if args.quant and any(is_integer(t) for t in rungs):
+        raise UsageError(
+            "--quant quantises after the float solve, --menu's integers in it: give one"
+        )
+    if args.scheme is not None and not args.quant:
+        raise UsageError("--scheme chooses --quant's scales: give --quant")
+    return rungs
+
+
 def solved(args) -> tuple[Core, Solution]:
     """The entry the flags name and its solution under the flags of `add_solve_args`."""
+    rungs = menu_rungs(args)
     profile = read_profile(args.profile) if args.profile is not None else None
     if profile is not None and other_machine(profile):
         print(f"warning: {args.profile}: {other_machine(profile)}", file=sys.stderr)
@@ -171,7 +205,10 @@ def solved(args) -> tuple[Core, Solution]:
             code="E7004",
         )
     held = held_out(args, core, meta)  # refused before the sweep if there are none
-    offered = envelope_menu(core, envelope, args.rounding, args.min_gain, profile, args.sweep)
+    found = envelope_sweep(core, envelope, args.sweep, keep_gradients=args.quant)
+    offered = menu(
+        core, envelope, found, args.rounding, args.min_gain, profile, rungs, quant=args.quant
+    )
     options = Options(
         budget=args.budget if args.budget is not None else args.budget_abs,
         absolute=args.budget is None,
@@ -183,7 +220,12 @@ def solved(args) -> tuple[Core, Solution]:
     job = Job(program.ast.text, args.file, args.remat, meta)
     workers = args.workers if args.workers is not None else default_threads()
     gauge = Gauge(core, envelope, job, offered, args.measure, workers)
-    return core, solve(offered, options, gauge, gauge.moved_to(held) if held else None)
+    held_gauge = gauge.moved_to(held) if held else None
+    solution = solve(offered, options, gauge, held_gauge)
+    if args.quant:
+        scheme = args.scheme or "absmax"
+        solution = quantize_after(solution, core, gauge, found.gradients, scheme, held_gauge)
+    return core, solution
 
 
 def held_out(args, core, meta):
@@ -223,6 +265,7 @@ def summary(s: Solution, entry: str, args, moves_path: str) -> str:
         _rules(s),
         f"traffic: {traffic} bytes against {m.all_f64} all-f64, "
         f"{_ratio(m.all_f64, traffic)} less; {_counts(s.assignment)}",
+        *_menu_line(s),
         *_time(s),
         f"estimate ({args.estimate}): {_n(s.estimate)} against a target of {_n(s.target)}",
         f"measured gap ({args.measure}): {_n(s.gap)} against a budget of {_n(s.budget)}: "
@@ -297,7 +340,30 @@ def _names(keys: list[str], shown: int = 4) -> str:
 
 def _counts(assignment: dict[str, str]) -> str:
     counts = {t: sum(v == t for v in assignment.values()) for t in ("f32", "bf16")}
-    return f"{counts['f32']} values in f32, {counts['bf16']} in bf16"
+    integers = sum(is_integer(v) for v in assignment.values())
+    stored = f", {integers} in integers" if integers else ""
+    return f"{counts['f32']} values in f32, {counts['bf16']} in bf16{stored}"
+
+
+def _menu_line(s: Solution) -> list[str]:
+    """With integers (--menu's or --quant's), what was offered them and what took them."""
+    m = s.menu
+    priced = [k for k, p in m.params.items() if p.ints]
+    if not priced:
+        return []
+    taken = {k: t for k, t in s.assignment.items() if is_integer(t)}
+    named = ", ".join(f"{k} {t} over {m.over[k]}" for k, t in sorted(taken.items()))
+    lines = [
+        f"integers: {len(priced)} parameter(s) priced in integers, {len(taken)} stored in "
+        f"integers" + (f" ({named})" if named else "")
+    ]
+    q = s.quant_pass
+    if q is not None:
+        lines.append(
+            f"quant ({q.scheme}): estimate √Σ(g·δ)² {_n(q.estimate)} against what the floats "
+            f"left of the budget, {_n(q.target)}"
+        )
+    return lines
 
 
 def decisions(s: Solution, count: int) -> str:

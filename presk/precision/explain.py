@@ -36,6 +36,7 @@ from presk.ir.diagnostics import _file_location as file_location
 from presk.ir.ops import site_of, string_attr, walk_ops
 from presk.kernel.text import kernel_text
 from presk.precision.envelope import site_order
+from presk.precision.integers import rung_name
 from presk.precision.offers import BYTES, RULES
 from presk.precision.solve import Solution
 from presk.precision.solve import _json as json_number
@@ -76,6 +77,7 @@ def moves_record(s: Solution, realization: str) -> dict:
                 "kind": p.kind,
                 "elements": p.elements,
                 "term": json_number(terms[p.key]) if p.key in terms else None,
+                **({"ints": p.ints, "over": m.over[p.key]} if p.ints else {}),
             }
             for p in (*m.values.values(), *m.params.values())
         },
@@ -162,17 +164,20 @@ class Place:
 class Decision:
     key: str  # a launch site or a parameter's path
     kind: str  # value or parameter
-    rung: str  # the record's
+    rung: str  # the record's: a type, or an integer rung (`int4/pow2`)
     elements: int | None  # what its bytes count; None where the menu did not price it
     term: float | None  # its final term; None if not priced or not reached
     reason: str  # "moves", or a key of REASONS
     steps: tuple[Step, ...]
     place: Place | None  # a stored value's; None for a parameter
+    ints: dict[str, int] = field(default_factory=dict)  # bytes by integer rung
 
     @property
     def saves(self) -> int | None:
         """Bytes against f64."""
-        return None if self.elements is None else self.elements * (BYTES["f64"] - BYTES[self.rung])
+        if self.elements is None:
+            return None
+        return self.elements * BYTES["f64"] - _bytes(self.rung, self.elements, self.ints)
 
     def why(self, figures: Figures) -> list[str]:
         """The reason in sentences: each move, or the rule that left it out."""
@@ -224,9 +229,7 @@ def explain(
         _decision(site, "value", r.type_at(site), moves, places.get(site))
         for site in sorted(sites, key=site_order)
     ]
-    decisions += [
-        _decision(path, "parameter", r.params.get(path, "f64"), moves, None) for path in paths
-    ]
+    decisions += [_decision(path, "parameter", _rung(r, path), moves, None) for path in paths]
     figures = Figures(
         *(_number(moves[k]) for k in ("budget", "target", "estimate", "gap")),
         moves["threshold"],
@@ -260,29 +263,41 @@ def _check_keys(moves: dict, sites: list[str], paths: list[str], file: str) -> N
             )
 
 
+def _rung(r: Realization, path: str) -> str:
+    """A parameter's rung in the record: its integer rung, its type, else f64."""
+    q = r.quant.get(path)
+    return rung_name(q.bits, q.scheme) if q is not None else r.params.get(path, "f64")
+
+
 def _decision(key: str, kind: str, rung: str, moves: dict, place: Place | None) -> Decision:
     priced = moves["priced"].get(key)
     if priced is None:
         return Decision(key, kind, rung, None, None, "unpriced", (), place)
     elements, term = priced["elements"], _number(priced["term"])
-    if key in moves["offered"]:
-        steps = tuple(_steps(moves["moves"], key, elements))
-        return Decision(key, kind, rung, elements, term, "moves", steps, place)
+    ints = priced.get("ints", {})
+    if key in moves["offered"] or any(m["key"] == key for m in moves["moves"]):
+        steps = tuple(_steps(moves["moves"], key, elements, ints))
+        return Decision(key, kind, rung, elements, term, "moves", steps, place, ints)
     rule = next((r for r in RULES if key in moves["left_out"][r]), "unpriced")
     return Decision(key, kind, rung, elements, term, rule, (), place)
+
+
+def _bytes(rung: str, elements: int, ints: dict[str, int]) -> int:
+    """A value's bytes at a rung: an integer one's from the moves file, with its scales."""
+    return ints[rung] if rung in ints else elements * BYTES[rung]
 
 
 _NOT_MADE = {("narrow", "refused"), ("narrow", "rejected"), ("narrow", "slower")}
 
 
-def _steps(moves: list[dict], key: str, elements: int):
+def _steps(moves: list[dict], key: str, elements: int, ints: dict[str, int]):
     """`key`'s moves, each with what it added to the estimate then in force: a move made
     sets the estimate, one refused or rejected does not."""
     now = 0.0  # all-f64 rounds nothing
     for m in moves:
         after = _number(m["estimate"])
         if m["key"] == key:
-            saves = elements * (BYTES[m["from"]] - BYTES[m["to"]])
+            saves = _bytes(m["from"], elements, ints) - _bytes(m["to"], elements, ints)
             added = after - now if math.isfinite(after) else math.inf
             gap = _number(m["gap"]) if "gap" in m else None
             yield Step(m["move"], m["from"], m["to"], m["outcome"], after, added, saves, gap)

@@ -12,6 +12,11 @@ Two kinds of value are offered (docs/precision.md, section 7):
 - a parameter, by its path, written to the realization's `params`. It costs its bytes at
   rest, once, and its term is its rounding at the narrowest of its own type and the types
   of the kernels that read it, since a kernel rounds what it reads to its own type.
+  With integer rungs in the menu (`--menu …,int8,int4`), a parameter declared of rank two
+  or more is also offered int8 and int4 (presk/precision/integers.py), written to `quant`:
+  of absmax and pow2 scales the one whose move is smaller, and only a rung that saves
+  bytes over the one above it. Its term there is s·max|ŵ − w|, s its cotangent's 1-norm,
+  or its rounding by a reader narrower than f32 if larger.
 
 A value the sensitivity sweep did not reach has no known sensitivity and is not offered:
 an absence is not a zero. Two rules leave out values that can only add error: (1) a value
@@ -29,7 +34,7 @@ stored in one type is read by a kernel of another, its elements at the profile's
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -37,15 +42,25 @@ from presk import stages
 from presk.api import Core
 from presk.core.fusion import group_roots
 from presk.ir.ops import psk_type, string_attr, walk_ops
+from presk.ir.types import leaves
 from presk.kernel.machine import to_storage
 from presk.precision.bound import LARGEST
 from presk.precision.envelope import Envelope, SiteEnvelope
+from presk.precision.integers import (
+    FLOATS,
+    declared_ranks,
+    integer_bytes,
+    is_integer,
+    move,
+    scale_axes,
+)
 from presk.precision.profile import Profile
 from presk.precision.samples import sample_arguments, sample_seed
 from presk.precision.sensitivity import Sensitivities, sensitivities
 from presk.reach import parameter_readers, value_readers
+from presk.runtime.inputs import param_type
 
-RUNGS = ("f64", "f32", "bf16")  # the ladder, widest first
+RUNGS = FLOATS  # the ladder, widest first
 BYTES = {"f64": 8, "f32": 4, "bf16": 2}
 UNIT = {"f64": 0.0, "f32": 2.0**-24, "bf16": 2.0**-8}  # the unit term's u(t); f64 the reference's
 ROUNDINGS = ("measured", "unit", "weighted")
@@ -61,10 +76,24 @@ class Priced:
     elements: int  # what its bytes count: one sample's elements, or the parameter's
     terms: dict[str, float] | None  # its term in each rung; None when the sweep missed it
     readers: tuple[str, ...] = ()  # the launch sites of the kernels reading it
+    ladder: tuple[str, ...] = RUNGS  # the rungs it is offered, widest first
+    ints: dict[str, int] = field(default_factory=dict)  # bytes by integer rung
+
+    def bytes(self, rung: str) -> int:
+        return self.ints[rung] if rung in self.ints else self.elements * BYTES[rung]
 
     def saving(self, rung: str) -> int:
         """The bytes saved against f64 in `rung`."""
-        return self.elements * (BYTES["f64"] - BYTES[rung])
+        return self.elements * BYTES["f64"] - self.bytes(rung)
+
+    def term(self, rung: str, reader: str) -> float:
+        """Its term in `rung` read by kernels of the narrowest type `reader`: a float
+        rounded at the narrower of the two; integers, dequantised to f32, rounded again
+        only by a reader narrower than f32."""
+        if not is_integer(rung):
+            return self.terms[max(rung, reader, key=RUNGS.index)]
+        again = self.terms[reader] if RUNGS.index(reader) > RUNGS.index("f32") else 0.0
+        return max(self.terms[rung], again)
 
 
 @dataclass(frozen=True)
@@ -85,9 +114,20 @@ class Menu:
     all_f64: int  # B: one sample's stored values and the parameters once, all in f64
     min_gain: float  # θ
     timing: Timing | None = None  # with a profile, the objective is predicted time
+    over: dict[str, int] = field(default_factory=dict)  # integer weights' scale axes, by path
 
     def item(self, key: str) -> Priced:
         return self.values.get(key) or self.params[key]
+
+    def narrower(self, key: str, rung: str) -> str | None:
+        """The rung after `rung` on `key`'s ladder, None at its end."""
+        ladder = self.item(key).ladder
+        at = ladder.index(rung) + 1
+        return ladder[at] if at < len(ladder) else None
+
+    def wider(self, key: str, rung: str) -> str:
+        ladder = self.item(key).ladder
+        return ladder[ladder.index(rung) - 1]
 
     def traffic(self, assignment: dict[str, str]) -> int:
         return self.all_f64 - sum(self.item(k).saving(t) for k, t in assignment.items())
@@ -101,7 +141,7 @@ class Menu:
         time, at its own kernel alone unless `edges`, the conversions at every edge too."""
         rung = assignment.get(key, "f64")
         if self.timing is None:
-            return self.item(key).elements * (BYTES[rung] - BYTES[to])
+            return self.item(key).bytes(rung) - self.item(key).bytes(to)
         if not edges:
             return self.own_seconds(key, rung) - self.own_seconds(key, to)
         return self.seconds(assignment) - self.seconds({**assignment, key: to})
@@ -110,8 +150,8 @@ class Menu:
         """A stored value's kernel at its roofline in `t`, or a parameter's bytes in `t`
         read once."""
         types = self.timing.profile.types
-        if key in self.params:
-            return self.params[key].elements * BYTES[t] / types[t].byte_rate
+        if key in self.params:  # integers stream like the f32 they are read as
+            return self.params[key].bytes(t) / types["f32" if is_integer(t) else t].byte_rate
         stored = self.values[key].elements * BYTES[t]
         return types[t].seconds(self.timing.work[key], stored, self.timing.launches[key])
 
@@ -132,7 +172,7 @@ class Menu:
         for key, p in self.params.items():
             t = rung(key)
             total += self.own_seconds(key, t)
-            for reader in p.readers:
+            for reader in p.readers if not is_integer(t) else ():  # dequantised at the load
                 total += timing.profile.convert(t, rung(reader), p.elements)
         return total
 
@@ -143,8 +183,9 @@ class Menu:
         out = {}
         for key, p in (*self.values.items(), *self.params.items()):
             if p.terms is not None:
-                read = [assignment.get(k, "f64") for k in (key, *p.readers)]
-                out[key] = p.terms[max(read, key=RUNGS.index)]
+                own = assignment.get(key, "f64")
+                read = (assignment.get(k, "f64") for k in p.readers)
+                out[key] = p.term(own, max(read, key=RUNGS.index, default="f64"))
         return out
 
 
@@ -164,15 +205,22 @@ def envelope_menu(
     profile: Profile | None = None,
     sweep: str = "reference",
 ) -> Menu:
-    """`menu` from a sensitivity sweep (`sweep`: on the reference, or `f64`) on the
-    envelope's first sample (its data, if it was calibrated on a data file), at its weights
-    and bits: the terms' weights come from the inputs the envelope measured, not from drawn
-    ones."""
+    """`menu` from `envelope_sweep`."""
+    found = envelope_sweep(core, envelope, sweep)
+    return menu(core, envelope, found, rounding, min_gain, profile)
+
+
+def envelope_sweep(
+    core: Core, envelope: Envelope, sweep: str = "reference", keep_gradients: bool = False
+) -> Sensitivities:
+    """A sensitivity sweep (`sweep`: on the reference, or `f64`) on the envelope's first
+    sample (its data, if it was calibrated on a data file), at its weights and bits: the
+    terms' weights come from the inputs the envelope measured, not from drawn ones. With
+    `keep_gradients` (`--quant`'s pass) it keeps the parameters' gradients."""
     meta = envelope.meta
     first = sample_arguments(core, meta, meta.first)
     seed = sample_seed(meta, meta.first)
-    found = sensitivities(core, seed, meta.weights, meta.bits, first, sweep)
-    return menu(core, envelope, found, rounding, min_gain, profile)
+    return sensitivities(core, seed, meta.weights, meta.bits, first, sweep, keep_gradients)
 
 
 def menu(
@@ -182,9 +230,13 @@ def menu(
     rounding: str = "weighted",
     min_gain: float = 1e-3,
     profile: Profile | None = None,
+    rungs: tuple[str, ...] = RUNGS,
+    quant: bool = False,
 ) -> Menu:
     """Every stored value and parameter of `core`'s entry priced, and those offered;
-    with `profile`, priced in predicted time."""
+    with `profile`, priced in predicted time. `rungs` is the menu (floats and integers,
+    widest first); with integers in it, or with `quant`, every parameter declared of
+    rank two or more gets its scale axis."""
     kernels = core.lower("f64").module
     l1 = {r.key: r.l1 for r in found.rows if r.what != "parameter"}
     paired = _paired(found, rounding)
@@ -197,6 +249,14 @@ def menu(
     }
     readers = parameter_readers(kernels.operation)
     params = _params(core, envelope, found, paired, rounding, readers)
+    floats = tuple(t for t in RUNGS if t in rungs)
+    if floats != RUNGS:
+        values = {k: replace(v, ladder=floats) for k, v in values.items()}
+        params = {k: replace(p, ladder=floats) for k, p in params.items()}
+    integers = tuple(t for t in rungs if is_integer(t))
+    over = _scale_axes(core, params, matrices=not integers) if integers or quant else {}
+    if integers:
+        params = _with_integers(core, envelope, found, params, over, integers)
     all_f64 = sum(BYTES["f64"] * p.elements for p in (*values.values(), *params.values()))
     left_out: dict[str, list[str]] = {rule: [] for rule in RULES}
     offered = []
@@ -204,7 +264,50 @@ def menu(
         rule = _rule(p, min_gain * all_f64)
         (left_out[rule] if rule else offered).append(p.key)
     timing = None if profile is None else _timing(profile, kernels, envelope, values)
-    return Menu(values, params, tuple(offered), left_out, all_f64, min_gain, timing)
+    return Menu(values, params, tuple(offered), left_out, all_f64, min_gain, timing, over)
+
+
+def _scale_axes(core: Core, params: dict[str, Priced], matrices: bool) -> dict[str, int]:
+    """The scale axis of each parameter declared of rank two (`matrices`, what `--quant`
+    quantises), or of rank two or more (what the menu's integers are offered to)."""
+    ranks = declared_ranks(core)
+    paths = [p for p in params if (ranks.get(p) == 2 if matrices else ranks.get(p, 0) >= 2)]
+    return scale_axes(core, paths)
+
+
+def _with_integers(
+    core: Core,
+    envelope: Envelope,
+    found: Sensitivities,
+    params: dict[str, Priced],
+    over: dict[str, int],
+    integers: tuple[str, ...],
+) -> dict[str, Priced]:
+    """The parameters with a scale axis and a known sensitivity offered `integers` too:
+    at each width the scheme whose term s·max|ŵ − w| is smaller (ties to absmax), kept on
+    the ladder only if it saves bytes over the rung above it."""
+    values = core.params(envelope.meta.seed, envelope.meta.weights) or {}
+    types = dict(leaves(param_type(core.view)))
+    l1 = {r.key: r.l1 for r in found.rows if r.what == "parameter"}
+    out = dict(params)
+    for path, axis in over.items():
+        p = params[path]
+        if p.terms is None:
+            continue
+        w = np.asarray(values[path], dtype=np.float64)
+        terms, ints, ladder = dict(p.terms), {}, list(p.ladder)
+        for width in integers:
+            priced = {
+                rung: l1[path] * float(np.max(np.abs(move(w, types[path], rung, axis))))
+                for rung in (width, width + "/pow2")
+            }
+            rung = min(priced, key=priced.get)
+            size = integer_bytes(w.shape, rung, axis)
+            if size < replace(p, ints=ints).bytes(ladder[-1]):
+                terms[rung], ints[rung] = priced[rung], size
+                ladder.append(rung)
+        out[path] = replace(p, terms=terms, ints=ints, ladder=tuple(ladder))
+    return out
 
 
 def _timing(profile: Profile, kernels, envelope: Envelope, values: dict[str, Priced]) -> Timing:

@@ -31,7 +31,7 @@ perturbation would move L most, to first order, at these parameters and inputs.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from mlir import ir
@@ -78,6 +78,8 @@ class Sensitivities:
     rows: list[Sensitivity]  # by ‖∂L/∂v‖₁, largest first
     weights: str | None  # the parameters' file, None when initialised from the seed
     sweep: str = "reference"  # where the sweep ran: one of SWEEPS
+    # by parameter path, ∂L/∂p in float64: kept only when asked (`presk solve --quant`)
+    gradients: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 SWEEPS = ("reference", "f64")
@@ -93,13 +95,14 @@ def sensitivities(
     bits: int = 128,
     sample: list | None = None,
     sweep: str = "reference",
+    keep_gradients: bool = False,
 ) -> Sensitivities:
     """Every site's, parameter's and real argument's ‖∂L/∂v‖₁ for the entry of `core` at
     the parameters (`weights`, else initialised from `seed`) and inputs `seed` draws, or at
     `sample`'s arguments (numpy, the parameters first, as `samples.sample_arguments` gives
     them), from one run of `E.vjp` outside training (dropout the identity; `seed` keys any
     other draw): on the reference at `bits`, or with `sweep="f64"` in binary64 on the
-    kernel evaluator."""
+    kernel evaluator. With `keep_gradients`, each parameter's whole gradient is kept too."""
     if sweep not in SWEEPS:
         raise UsageError(f"unknown sweep {sweep!r} (sweeps: {', '.join(SWEEPS)})")
     check_differentiable(core)
@@ -112,7 +115,20 @@ def sensitivities(
         cts = backend.call(args, CallContext(seed=seed))
         rows = recorder.rows(_site_descriptions(vjp)) + _input_rows(core, args[:-1], cts)
     rows.sort(key=lambda r: (-r.l1, r.key))
-    return Sensitivities(core.entry, rows, weights, sweep)
+    kept = _gradients(core, cts) if keep_gradients else {}
+    return Sensitivities(core.entry, rows, weights, sweep, kept)
+
+
+def _gradients(core: Core, cts: tuple) -> dict[str, np.ndarray]:
+    """The sweep's result for the parameter record, by path, in float64."""
+    if param_type(core.view) is None:
+        return {}
+    out = {}
+    for path, t in leaves(cts[0]):
+        if t.type.kind == "real":
+            data = np.asarray(t.data)
+            out[path] = exact.to_float64(data) if data.dtype == object else data.astype(np.float64)
+    return out
 
 
 def _reference(vjp: Core, bits: int, recorder: Recorder):

@@ -2,11 +2,13 @@
 
 The solver chooses a rung of the ladder f64 → f32 → bf16 for each value offered
 (presk/precision/offers.py) to minimise traffic under the budget, a multiple-choice
-knapsack. It proposes greedily, one rung at a time, in order of bytes saved per unit of
-estimate added, refusing a narrowing that takes the estimate past its target. Then it
-measures: the candidate runs on the envelope's samples against the exact reference, and
-while the gap exceeds the budget it widens the value with the largest term one rung. The
-estimate only ranks (it is first-order, and blind to what a type's range or an
+knapsack; with integer rungs in the menu a matrix's ladder goes on to int8 and int4
+(each value's own ladder, `Priced.ladder`), and every move below walks it. It proposes
+greedily, one rung at a time, in order of bytes saved per unit of estimate added,
+refusing a narrowing that takes the estimate past its target. Then it measures: the
+candidate runs on the envelope's samples against the exact reference, and while the gap
+exceeds the budget it widens the value with the largest term one rung. The estimate only
+ranks (it is first-order, and blind to what a type's range or an
 accumulation does inside a kernel); the measurement decides. Every move is recorded.
 
 Two options spend what the estimate left of the budget (docs/precision.md, section 7).
@@ -40,7 +42,8 @@ from presk.errors import BindingError, UsageError
 from presk.precision.bound import exact_output, gap_to
 from presk.precision.calibrate import Job, on_processes
 from presk.precision.envelope import Envelope, Meta
-from presk.precision.offers import BYTES, RUNGS, Menu, estimate
+from presk.precision.integers import INTEGER_RUNGS, is_integer, quant_of
+from presk.precision.offers import RUNGS, Menu, estimate
 from presk.precision.samples import sample_arguments
 from presk.realize import Realization
 
@@ -142,6 +145,7 @@ class Solution:
     exhaustive: Exhaustive | None = None
     narrowing: Narrowing | None = None
     held_out: HeldOut | None = None
+    quant_pass: object | None = None  # with --quant, presk.precision.quant_pass.QuantPass
 
     @property
     def inside(self) -> bool:
@@ -154,15 +158,22 @@ class Solution:
     def record(self) -> dict:
         """The realization record `--realize @R.json` reads."""
         r = self.realization
-        return {"default": r.default, "storage": r.storage, "params": r.params}
+        out = {"default": r.default, "storage": r.storage, "params": r.params}
+        if r.quant:
+            out["quant"] = {
+                p: {"bits": q.bits, "over": q.over, "scheme": q.scheme} for p, q in r.quant.items()
+            }
+        return out
 
 
 def realization_of(menu: Menu, assignment: dict[str, str]) -> Realization:
     narrowed = {k: t for k, t in assignment.items() if t != "f64"}
+    integers = {k: t for k, t in narrowed.items() if is_integer(t)}
     return Realization(
         "f64",
         storage={k: t for k, t in narrowed.items() if k in menu.values},
-        params={k: t for k, t in narrowed.items() if k in menu.params},
+        params={k: t for k, t in narrowed.items() if k in menu.params and k not in integers},
+        quant={k: quant_of(t, menu.over[k]) for k, t in integers.items()},
         spelling="presk solve",
     )
 
@@ -186,7 +197,7 @@ def solve(menu: Menu, options: Options, gauge: Gauge, held: Gauge | None = None)
     if menu.timing is not None:
         settle(menu, proposed, options.estimate, moves)
     assignment = dict(proposed)
-    runs_before = _runs(gauge, held)  # a gauge may have served other solves
+    runs_before = measured_runs(gauge, held)  # a gauge may have served other solves
     gap, rounds = gauge.gap(assignment), 0
     while gap > budget and any(t != "f64" for t in assignment.values()):
         moves.append(widen(menu, assignment, options.estimate, gap))
@@ -215,7 +226,7 @@ def solve(menu: Menu, options: Options, gauge: Gauge, held: Gauge | None = None)
         estimate(menu.terms(assignment).values(), options.estimate),
         gap,
         rounds,
-        _runs(gauge, held) - runs_before,
+        measured_runs(gauge, held) - runs_before,
         moves,
         search(menu, target, options.estimate) if options.exhaustive else None,
         narrowing,
@@ -223,7 +234,7 @@ def solve(menu: Menu, options: Options, gauge: Gauge, held: Gauge | None = None)
     )
 
 
-def _runs(gauge: Gauge, held: Gauge | None) -> int:
+def measured_runs(gauge: Gauge, held: Gauge | None) -> int:
     return gauge.runs + (held.runs if held is not None else 0)
 
 
@@ -321,7 +332,7 @@ def propose(menu: Menu, target: float, how: str, moves: list[Move]) -> dict[str,
         moves.append(Move("narrow", key, item.kind, assignment[key], to, outcome, after))
         if taken:
             assignment[key], now = to, after
-        if not taken or to == RUNGS[-1]:
+        if not taken or menu.narrower(key, to) is None:
             open_keys.remove(key)
     return assignment
 
@@ -331,7 +342,7 @@ def _trial(menu: Menu, assignment: dict, key: str, how: str, now: float):
     rank is the objective saved (bytes, or seconds at its own kernel) per unit of
     estimate added, a free narrowing first, ties to the larger saving."""
     rung = assignment[key]
-    to = RUNGS[RUNGS.index(rung) + 1]
+    to = menu.narrower(key, rung)
     after = estimate(menu.terms({**assignment, key: to}).values(), how)
     saved = menu.saving(assignment, key, to, edges=False)
     added = after - now
@@ -350,7 +361,7 @@ def settle(menu: Menu, assignment: dict[str, str], how: str, moves: list[Move]) 
         trials = [
             (menu.saving(assignment, k, wider), k, wider)
             for k, t in sorted(assignment.items())
-            for wider in RUNGS[: RUNGS.index(t)]
+            for wider in menu.item(k).ladder[: menu.item(k).ladder.index(t)]
         ]
         saved, key, wider = max(trials, default=(0.0, None, None), key=lambda x: x[0])
         if saved <= 0:
@@ -368,7 +379,7 @@ def widen(menu: Menu, assignment: dict[str, str], how: str, gap: float) -> Move:
     narrowed = [k for k, t in assignment.items() if t != "f64"]
     key = max(narrowed, key=lambda k: (terms.get(k, 0.0), menu.item(k).elements, k))
     rung = assignment[key]
-    assignment[key] = RUNGS[RUNGS.index(rung) - 1]
+    assignment[key] = menu.wider(key, rung)
     after = estimate(menu.terms(assignment).values(), how)
     return Move("widen", key, menu.item(key).kind, rung, assignment[key], "measured", after, gap)
 
@@ -394,7 +405,7 @@ def narrow(
         before = len(kept)
         for key in by_next_saving(menu, assignment):
             rung = assignment[key]
-            assignment[key] = RUNGS[RUNGS.index(rung) + 1]
+            assignment[key] = menu.narrower(key, rung)
             gap = gauge.gap(assignment)
             tried += 1
             outcome = "kept" if gap <= threshold else "rejected"
@@ -412,11 +423,11 @@ def narrow(
 
 def by_next_saving(menu: Menu, assignment: dict[str, str]) -> list[str]:
     """The decisions that can narrow, the largest saving of their next rung first."""
-    open_keys = [k for k in menu.offered if assignment[k] != RUNGS[-1]]
+    open_keys = [k for k in menu.offered if menu.narrower(k, assignment[k]) is not None]
 
     def next_saving(key: str) -> int:
-        rung = assignment[key]
-        return menu.item(key).elements * (BYTES[rung] - BYTES[RUNGS[RUNGS.index(rung) + 1]])
+        item, rung = menu.item(key), assignment[key]
+        return item.bytes(rung) - item.bytes(menu.narrower(key, rung))
 
     return sorted(open_keys, key=lambda k: (-next_saving(k), k))
 
@@ -451,12 +462,13 @@ def undo(
 
 def check_exhaustive(menu: Menu) -> None:
     """Refuse (E0001) a search over more than MAX_ASSIGNMENTS assignments."""
-    count = len(RUNGS) ** len(menu.offered)
+    lengths = [len(menu.item(k).ladder) for k in menu.offered]
+    count = math.prod(lengths)
     if count > MAX_ASSIGNMENTS:
+        powers = " × ".join(f"{n}^{lengths.count(n)}" for n in sorted(set(lengths)))
         raise UsageError(
-            f"--exhaustive: {len(menu.offered)} values offered make {len(RUNGS)}^"
-            f"{len(menu.offered)} = {count} assignments; the search takes at most "
-            f"{MAX_ASSIGNMENTS} (12 values)"
+            f"--exhaustive: {len(menu.offered)} values offered make {powers} = {count} "
+            f"assignments; the search takes at most {MAX_ASSIGNMENTS} (12 values)"
         )
 
 
@@ -464,30 +476,38 @@ def search(menu: Menu, target: float, how: str) -> Exhaustive:
     """The least traffic over every assignment of the offered values whose estimate is
     inside `target`: the optimum of the same estimate the greedy proposal uses."""
     keys = menu.offered
-    rungs = np.array(list(itertools.product(range(len(RUNGS)), repeat=len(keys))), dtype=np.int8)
-    rungs = rungs.reshape(-1, len(keys))
-    column = {k: rungs[:, i] for i, k in enumerate(keys)}
-    f64 = np.zeros(len(rungs), dtype=np.int8)
+    ladders = [menu.item(k).ladder for k in keys]
+    picks = np.array(list(itertools.product(*(range(len(x)) for x in ladders))), dtype=np.int8)
+    picks = picks.reshape(-1, len(keys)).astype(np.intp)
+    column = {  # each value's rung in ORDER's numbering
+        k: np.array([ORDER.index(t) for t in ladder])[picks[:, i]]
+        for i, (k, ladder) in enumerate(zip(keys, ladders, strict=True))
+    }
+    f64 = np.zeros(len(picks), dtype=np.intp)
     terms = []
     for key, p in (*menu.values.items(), *menu.params.items()):
         if p.terms is not None:
-            read = np.maximum.reduce([column.get(k, f64) for k in (key, *p.readers)])
-            terms.append(_priced(p.terms, read))
-    stacked = np.array(terms) if terms else np.zeros((1, len(rungs)))
+            reader = np.maximum.reduce([f64] + [column.get(k, f64) for k in p.readers])
+            terms.append(_priced(p.terms, column.get(key, f64), reader))
+    stacked = np.array(terms) if terms else np.zeros((1, len(picks)))
     with np.errstate(invalid="ignore"):
         total = np.sqrt(np.sum(stacked**2, axis=0)) if how == "rss" else np.sum(stacked, axis=0)
-    saved_per_rung = np.array([[menu.item(k).saving(t) for t in RUNGS] for k in keys])
-    saved = (
-        np.take_along_axis(saved_per_rung.T, rungs.astype(np.intp), axis=0).sum(axis=1)
-        if keys
-        else np.zeros(1)
-    )
+    saved = np.zeros(len(picks), dtype=np.int64)
+    for i, (k, ladder) in enumerate(zip(keys, ladders, strict=True)):
+        saved += np.array([menu.item(k).saving(t) for t in ladder])[picks[:, i]]
     inside = total <= target
-    return Exhaustive(len(rungs), int(menu.all_f64 - saved[inside].max()))
+    return Exhaustive(len(picks), int(menu.all_f64 - saved[inside].max()))
 
 
-def _priced(terms: dict[str, float], rungs: np.ndarray) -> np.ndarray:
-    return np.array([terms[t] for t in RUNGS])[rungs]
+ORDER = (*RUNGS, *INTEGER_RUNGS)  # every rung, a float's position its width's
+
+
+def _priced(terms: dict[str, float], own: np.ndarray, reader: np.ndarray) -> np.ndarray:
+    """`Priced.term` over arrays of rungs (ORDER's positions)."""
+    table = np.array([terms.get(t, np.nan) for t in ORDER])
+    floats = table[np.maximum(own, reader)]
+    again = np.where(reader > RUNGS.index("f32"), table[reader], 0.0)
+    return np.where(own >= len(RUNGS), np.maximum(table[own], again), floats)
 
 
 def _json(x: float) -> float | str:
