@@ -4,10 +4,15 @@ For n in 512 and 1024, f32 and f64: numpy's time, then each point of a sweep of 
 layout space (register tiles, lanes, packing, k-blocks and orders, split over the
 workers), each exact (the kernel's bits are the default kernel's), timed natively on the
 MLIR backend with --threads workers; the best point, the cost model's pick (`presk
-plan`) and their throughputs against numpy's in the same run. The last line is
-`best/numpy R`, R the best point's throughput over numpy's at 1024³ f32.
+plan`) and their throughputs against numpy's in the same run. With `--contract fma` the
+same sweep runs again under the FMA realization (`"contract": "fma"`: each multiply-add
+fused, other bits, every point's equal to the first fused point's), and its best point
+is printed beside the best exact one. The last line is `best/numpy R` (and
+`best fma/numpy R` with the sweep), R the best point's throughput over numpy's at
+1024³ f32.
 
     python bench/gemm.py [--threads 2] [--repeat 3] [--sizes 512,1024] [--types f32,f64]
+                         [--contract none|fma]
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from presk.kernel.cost import Target, predict  # noqa: E402
 from presk.kernel.machine import MACHINES  # noqa: E402
 from presk.kernel.planner import candidates, plan_entry  # noqa: E402
 from presk.kernel.relayout import contraction_kernels  # noqa: E402
+from presk.realize import Realization  # noqa: E402
 from presk.timing import timed  # noqa: E402
 
 PROGRAM = """
@@ -76,10 +82,11 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--sizes", default="512,1024")
     ap.add_argument("--types", default="f32,f64")
+    ap.add_argument("--contract", choices=("none", "fma"), default="none")
     args = ap.parse_args()
     os.environ.setdefault("PRESK_THREADS", str(args.threads))
     target = Target.host()
-    ratio = None
+    ratios = {}
     print(f"{time.strftime('%Y-%m-%d')}, {args.threads} threads, best of {args.repeat} calls")
     for n in [int(x) for x in args.sizes.split(",")]:
         for t in args.types.split(","):
@@ -99,28 +106,40 @@ def main() -> int:
             pick = min(candidates(nest, t, target), key=lambda p: predict(nest, p, element, target))
             if pick not in points:
                 points.append(pick)
-            results = []
-            reference = None
-            for layout in points:
-                out, seconds = run(n, t, layout, args)
-                bits = np.asarray(out).view(np.uint8)
-                reference = bits if reference is None else reference
-                assert np.array_equal(bits, reference), f"{layout} changed the bits"
-                results.append((gflops(n, seconds), layout))
-            results.sort(key=lambda r: -r[0])
-            top, top_layout = results[0]
-            picked = next(g for g, lay in results if lay == pick)
-            print(f"\n{n}³ {t}: numpy {peer:.1f} GFLOP/s; {len(results)} exact points")
-            for g, lay in results[:5]:
-                print(
-                    f"  {g:6.1f} GFLOP/s  {g / peer:5.2f} of numpy  {json.dumps(plan_entry(lay))}"
-                )
-            print(f"  presk plan's pick: {picked:.1f} GFLOP/s ({top / picked:.2f}x from the best)")
-            if n == 1024 and t == "f32":
-                ratio = top / peer
-    if ratio is not None:
-        print(f"best/numpy {ratio:.2f}")
+            print(f"\n{n}³ {t}: numpy {peer:.1f} GFLOP/s")
+            contracts = ("none", "fma") if args.contract == "fma" else ("none",)
+            for contract in contracts:
+                results = sweep(n, t, points, contract, args)
+                top, _ = results[0]
+                picked = next(g for g, lay in results if lay == pick)
+                print(f"  {len(results)} {KINDS[contract]} points, the best five:")
+                for g, lay in results[:5]:
+                    entry = json.dumps(plan_entry(lay))
+                    print(f"  {g:6.1f} GFLOP/s  {g / peer:5.2f} of numpy  {entry}")
+                gap = f"{top / picked:.2f}x from the best"
+                print(f"  presk plan's pick: {picked:.1f} GFLOP/s ({gap})")
+                if n == 1024 and t == "f32":
+                    ratios[contract] = top / peer
+    for contract, ratio in ratios.items():
+        print(f"best{' fma' if contract == 'fma' else ''}/numpy {ratio:.2f}")
     return 0
+
+
+KINDS = {"none": "exact", "fma": "fused (contract fma)"}
+
+
+def sweep(n: int, t: str, points: list[Layout], contract: str, args) -> list:
+    """(GFLOP/s, layout) of each point, fastest first; every point's bits are asserted
+    equal to the first point's (a layout never changes them, whatever the realization)."""
+    results = []
+    reference = None
+    for layout in points:
+        out, seconds = run(n, t, layout, contract, args)
+        bits = np.asarray(out).view(np.uint8)
+        reference = bits if reference is None else reference
+        assert np.array_equal(bits, reference), f"{layout} changed the bits"
+        results.append((gflops(n, seconds), layout))
+    return sorted(results, key=lambda r: -r[0])
 
 
 def _fits(nest, layout, machine) -> bool:
@@ -131,11 +150,12 @@ def _fits(nest, layout, machine) -> bool:
         return False
 
 
-def run(n: int, t: str, layout: Layout, args):
+def run(n: int, t: str, layout: Layout, contract: str, args):
+    realize = Realization(t, contract={"default": contract}, spelling=f"contract {contract}")
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump({"realize": t, "layout": {SITE: plan_entry(layout)}}, f)
     try:
-        gemm = core(n).lower(t, plan=f.name).compile("mlir", threads=args.threads)
+        gemm = core(n).lower(realize, plan=f.name).compile("mlir", threads=args.threads)
     finally:
         os.unlink(f.name)
     call = gemm.drawn(seed=0)  # the inputs converted once: only the kernels are timed

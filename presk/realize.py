@@ -6,6 +6,7 @@
      "storage": {"Block.apply/%3": "bf16"},              a kernel's type, by its site
      "accum":   {"Linear.apply/%0": "f32"},              a sum's type, by site
      "order":   {"Linear.apply/%0": "interleaved(4)"},   a contraction's order of its sum
+     "contract": "fma",                                  a contraction's a·b + acc fused
      "envelope": {...},                                  kept for the precision work
      "params":  {"head": "bf16"},                        a parameter's type, by path
      "quant":   {"blocks.ff.up.w": {"bits": 8, "over": "Out", "scheme": "absmax"}}}
@@ -14,7 +15,8 @@ A uniform spelling means exactly the record with that default and empty maps. A 
 `"<function>/%<n>"`, the site of a kernel's launch (a fusion group's root); a path is a
 parameter's dotted path. The record is checked in two steps: its shape when read,
 against its schema (presk/schemas.py: E7001 for an unknown field or type, f64 in
-`params`, a malformed order or quantisation; and a path both typed and quantised), and
+`params`, a malformed order, contraction or quantisation; and a path both typed and
+quantised), and
 against the program once lowered (E7001 for an unknown site or path, naming the valid
 ones; E7002 for what the kernel and mlir backends cannot honour). The reference
 computes at `--bits` whatever the record says, but takes the values of `params`.
@@ -55,10 +57,14 @@ class Realization:
     params: dict[str, str] = field(default_factory=dict)
     quant: dict[str, Quant] = field(default_factory=dict)
     spelling: str = ""  # as the user wrote it: "f32", "@R.json"
+    # "fma" or "none" by site, "default" for every contraction no other key names
+    contract: dict[str, str] = field(default_factory=dict)
 
     @property
     def uniform(self) -> bool:
-        return not (self.storage or self.accum or self.order or self.params or self.quant)
+        return not (
+            self.storage or self.accum or self.order or self.params or self.quant or self.contract
+        )
 
     @property
     def label(self) -> str:
@@ -68,6 +74,11 @@ class Realization:
 
     def type_at(self, site: str) -> str:
         return self.storage.get(site, self.default)
+
+    @property
+    def contract_sites(self) -> dict[str, str]:
+        """`contract` without its "default": the sites it names."""
+        return {s: c for s, c in self.contract.items() if s != "default"}
 
 
 def _fail(where: str, why: str):
@@ -116,7 +127,13 @@ def read(arg: str) -> Realization:
         params,
         quant,
         arg,
+        _contract(record.get("contract", {})),
     )
+
+
+def _contract(value) -> dict[str, str]:
+    """`contract` as a map: `"fma"` (or `"none"`) is `{"default": "fma"}`."""
+    return {"default": value} if isinstance(value, str) else value
 
 
 def check_paths(r: Realization, paths: list[str]) -> None:
@@ -129,9 +146,15 @@ def check_paths(r: Realization, paths: list[str]) -> None:
 
 
 def check_sites(r: Realization, sites: list[str], backend: str) -> None:
-    """Every site of `storage`, `accum` and `order` a kernel's (E7001), and what the
-    machine backends cannot honour refused (E7002)."""
-    for name, mapping in (("storage", r.storage), ("accum", r.accum), ("order", r.order)):
+    """Every site of `storage`, `accum`, `order` and `contract` a kernel's (E7001), and
+    what the machine backends cannot honour refused (E7002)."""
+    named = (
+        ("storage", r.storage),
+        ("accum", r.accum),
+        ("order", r.order),
+        ("contract", r.contract_sites),
+    )
+    for name, mapping in named:
         for s in mapping:
             if s not in sites:
                 shown = ", ".join(sites[:12]) + (

@@ -1,7 +1,8 @@
 """The stages of presk's lowering, each one function from the stage before.
 
     source --elaborate--> core --psk-vjp, psk-verify--> core (derivatives expanded)
-      --psk-fuse, psk-lower-to-kernel{type}, psk-sum-order (a realization's orders),
+      --psk-fuse, psk-lower-to-kernel{type}, psk-contract (a realization's fused
+      multiply-adds), psk-sum-order (its orders),
       psk-plan (a plan's layouts)--> kernel (a host program of launches, and the
       kernels: loop nests over buffers in a machine type)
       --psk-kernel-to-affine and the code-generation passes--> affine (the kernels as
@@ -99,8 +100,14 @@ def _lowering(r) -> list[str]:
 
 
 def _layouts(r, plan: str | None) -> list[str]:
-    """A psk-sum-order for each site the realization orders, then the plan's psk-plan."""
-    steps = [
+    """A psk-contract for the realization's contract default and each site it names, a
+    psk-sum-order for each site it orders, then the plan's psk-plan."""
+    steps = ["psk-contract{contract=fma}"] if r.contract.get("default") == "fma" else []
+    steps += [
+        f"psk-contract{{nest={_option(site)} contract={c}}}"
+        for site, c in sorted(r.contract_sites.items())
+    ]
+    steps += [
         f"psk-sum-order{{nest={_option(site)} order={order}}}"
         for site, order in sorted(r.order.items())
         if order != "sequential"
@@ -174,9 +181,10 @@ def affine_pipeline(vector_bytes: int) -> str:
 
 
 # No pass here may contract a multiply and an add or reassociate: the upstream passes
-# below keep every arith op's rounding (none sets fastmath flags).
+# below keep every arith op's rounding (none sets fastmath flags). Only a realization's
+# math.fma fuses, as LLVM's fma intrinsic (psk-fma-to-llvm), never a C library call.
 LLVM_PIPELINE = (
-    "builtin.module(psk-strip-host,"
+    "builtin.module(psk-strip-host,psk-fma-to-llvm,"
     "func.func(arith-expand{include-bf16=true}),"  # bf16 rounding by integer ops, exactly
     "lower-affine,convert-scf-to-cf,"
     "convert-math-to-libm,"  # exp, log, … call the C library, as the kernel evaluator does

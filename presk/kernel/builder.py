@@ -252,6 +252,11 @@ class KernelBuilder:
         with self._at():
             return arith.mulf(a, b)
 
+    def fma(self, a, b, c):
+        """a·b + c rounded once (a realization's contraction, never another op's)."""
+        with self._at():
+            return mmath.fma(a, b, c)
+
     def div(self, a, b):
         with self._at():
             return arith.divf(a, b)

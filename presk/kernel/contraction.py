@@ -18,7 +18,9 @@ chooses how the nest computes it:
 
 Every output element adds its terms a·b in increasing k from 0 in every form, each
 product and sum rounded to the arithmetic type, so every point gives the same bits; only
-a k-block's stores could round, which `check` refuses where they would (bf16).
+a k-block's stores could round, which `check` refuses where they would (bf16). Two
+fields are a realization's, not layouts, and change the bits: `partials` (an
+interleaved order) and `fma` (each acc + a·b one fused multiply-add, rounded once).
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ class Layout:
     split: tuple[int, int] | None = None  # (depth, workers)
     epilogue: bool = False  # a bias add folded into the kernel (presk/kernel/epilogue.py)
     partials: int = 1  # a realization's interleaved(P) order: P partial sums (not exact)
+    fma: bool = False  # a realization's "contract": "fma": acc + a·b rounded once
 
     def text(self) -> str:
         """The layout as an MLIR dictionary attribute's text."""
@@ -68,6 +71,8 @@ class Layout:
             parts.append("epilogue")
         if self.partials > 1:
             parts.append(f"partials = {self.partials} : i64")
+        if self.fma:
+            parts.append("fma")
         return "{" + ", ".join(parts) + "}"
 
     def attr(self) -> ir.Attribute:
@@ -87,6 +92,7 @@ class Layout:
             tuple(split) if split else None,
             "epilogue" in d,
             d.get("partials", 1),
+            "fma" in d,
         )
 
 
@@ -142,6 +148,8 @@ def check_rows(layout: Layout, loops: int) -> None:
 
     if layout.form not in ROW_FORMS:
         refuse("a softmax's form is three-pass or two-pass")
+    if layout.fma:
+        refuse("a softmax has no multiply-add to fuse")
     if layout != Layout(form=layout.form, split=layout.split):
         refuse("a softmax has no tile, k-block, order, lanes or pack")
     if layout.split:
@@ -268,7 +276,7 @@ def _rowwise(kb: KernelBuilder, nest: Nest, layout: Layout, lead: list, epilogue
             with kb.loop(nest.j // w) as jv:
                 o = nest.out_index(lead, i, kb.imul(jv, w))
                 b = kb.load(1, c.index(c.b, o, k), w)
-                kb.store(kb.add(kb.load(-1, o, w), kb.mul(a, b)), o)
+                kb.store(multiply_add(kb, layout, kb.load(-1, o, w), a, b), o)
             return carried
 
         accumulate(kb, list(c.ksizes), [], step)
@@ -437,8 +445,15 @@ class _Tiled:
         for r in range(len(rows)):
             for c in range(len(cols)):
                 acc = accs[r * len(cols) + c]
-                out.append(kb.add(acc, kb.mul(operand("a", r, c), operand("b", r, c))))
+                a, b = operand("a", r, c), operand("b", r, c)
+                out.append(multiply_add(kb, self.layout, acc, a, b))
         return out
+
+
+def multiply_add(kb: KernelBuilder, layout: Layout, acc, a, b):
+    """acc + a·b: the product and the sum each rounded, or, under a realization's fma,
+    one fused multiply-add rounded once."""
+    return kb.fma(a, b, acc) if layout.fma else kb.add(acc, kb.mul(a, b))
 
 
 def describe(nest: Nest, kind: str) -> ir.Attribute:

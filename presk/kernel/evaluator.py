@@ -4,7 +4,9 @@ Every operation is one numpy operation in the kernel's arithmetic type (float64 
 float32), so each is rounded as the compiled code rounds it; bf16 buffers widen at loads
 and round to nearest even at stores (ml_dtypes). The C library functions are the ones
 the compiled code calls (glibc's expf, logf, …, through ctypes; exp, log, … through
-Python's math, which calls them), not numpy's own.
+Python's math, which calls them), not numpy's own. A realization's fused multiply-add
+is glibc's fma or fmaf: correctly rounded, as the FMA instruction the compiled code
+issues is, so the two agree bit for bit.
 
 A loop marked `psk_kernel.parallel` runs all its iterations at once: its index becomes a
 numpy array along an axis of its own, and loads and stores index with arrays. A loop
@@ -45,6 +47,8 @@ _FUNCTIONS = {
     "cos": (math.cos, _libm("cosf", 1, ctypes.c_float)),
     "erf": (math.erf, _libm("erff", 1, ctypes.c_float)),
     "pow": (_libm("pow", 2, ctypes.c_double), _libm("powf", 2, ctypes.c_float)),
+    # a·b + c rounded once (IEEE 754's fusedMultiplyAdd), as LLVM's fma intrinsic computes
+    "fma": (_libm("fma", 3, ctypes.c_double), _libm("fmaf", 3, ctypes.c_float)),
 }
 
 
@@ -221,6 +225,8 @@ class _Run:
                 env[r] = np.abs(a[0]).astype(arith)
             elif name == "psk_kernel.call":
                 env[r] = _apply_libm(op.attrs["fn"], a, arith)
+            elif name == "math.fma":
+                env[r] = _apply_libm("fma", a, arith)
             elif name == "arith.cmpf":
                 env[r] = _COMPARE[_PREDICATES[op.attrs["predicate"]]](a[0], a[1])
             elif name == "arith.cmpi":

@@ -98,6 +98,8 @@ class _Printer:
         if name in ("arith.truncf", "arith.extf"):
             t = op.results[0].type
             return f"{t.element_type if isinstance(t, ir.VectorType) else t}({a[0]})"
+        if name == "math.fma":  # a realization's fused a·b + c
+            return f"fma({a[0]}, {a[1]}, {a[2]})"
         if name == "math.sqrt":
             return f"sqrt({a[0]})"
         if name == "math.absf":

@@ -176,23 +176,31 @@ class Gap:
 
 
 @cache
-def machine_output(case: Case, machine: str, backend: str = "kernel", partials: int = 1):
+def machine_output(
+    case: Case, machine: str, backend: str = "kernel", partials: int = 1, fma: bool = False
+):
     """The case's output on a machine backend (kernel or mlir) in a machine type; with
     `partials` > 1, every contraction whose K they divide summed in that many
-    interleaved partial sums (the realization order interleaved(P))."""
-    realize = interleaved(case, machine, partials) if partials > 1 else machine
+    interleaved partial sums (the realization order interleaved(P)); with `fma`, every
+    contraction's multiply-add fused (the realization `"contract": "fma"`)."""
+    realize = realized(case, machine, partials, fma)
     return backends.make(backend, module_of(case), realize=realize).call(
         inputs(case), CallContext()
     )
 
 
-def interleaved(case: Case, machine: str, partials: int):
-    """The realization summing each contraction of the case in `partials` partial sums."""
+def realized(case: Case, machine: str, partials: int = 1, fma: bool = False):
+    """The realization summing each contraction of the case in `partials` partial sums,
+    fused multiply-adds if `fma`; the machine type alone if neither."""
     from presk.realize import Realization
 
+    if partials == 1 and not fma:
+        return machine
     sites = contraction_sites(case, machine, lambda nest: nest.k % partials == 0)
-    order = {site: f"interleaved({partials})" for site in sites}
-    return Realization(machine, order=order, spelling=f"interleaved({partials})")
+    order = {site: f"interleaved({partials})" for site in sites} if partials > 1 else {}
+    contract = {"default": "fma"} if fma else {}
+    spelling = " ".join([f"interleaved({partials})"] * (partials > 1) + ["fma"] * fma)
+    return Realization(machine, order=order, spelling=spelling, contract=contract)
 
 
 def contraction_sites(case: Case, machine: str, fits: Callable) -> list[str]:
@@ -213,8 +221,10 @@ def contraction_sites(case: Case, machine: str, fits: Callable) -> list[str]:
     return [site for site, ok in fit.items() if ok]
 
 
-def measure(case: Case, machine: str, backend: str = "kernel", partials: int = 1) -> Gap:
-    out = machine_output(case, machine, backend, partials)
+def measure(
+    case: Case, machine: str, backend: str = "kernel", partials: int = 1, fma: bool = False
+) -> Gap:
+    out = machine_output(case, machine, backend, partials, fma)
     eps, a = BANDS[machine]
     worst = rel = 0.0
     selections, same = False, True
