@@ -3,11 +3,9 @@ grew (presk/precision/bisect.py, docs/precision.md)."""
 
 from __future__ import annotations
 
-from presk.cli.common import positive_count, real_number, seed_number
-from presk.cli.programs import add_program_args, elaborate_args, reference_bits
+from presk.cli.common import positive_count, real_number
+from presk.cli.programs import add_program_args, add_sample_args, elaborate_args
 from presk.precision.bisect import Inputs, bisect, text
-
-BACKENDS = ("kernel", "mlir")
 
 
 def configure(p) -> None:
@@ -19,42 +17,13 @@ def configure(p) -> None:
         help="the realization run beside the reference: f64, f32, bf16 or a record",
     )
     p.add_argument(
-        "--weights",
-        metavar="CKPT|P.npz|P.safetensors",
-        help="parameters from a checkpoint or a parameters file instead of the initializers",
-    )
-    p.add_argument(
-        "--data",
-        metavar="FILE.psk.d",
-        help="token windows from `presk data`: the inputs are its first batch of training "
-        "windows; without it they are drawn as `presk run --seed` draws them",
-    )
-    p.add_argument(
         "--budget",
         type=real_number("a positive number", strict=True),
         metavar="ε",
         help="the largest gap of the output, relative to its largest magnitude: say whether "
         "it is inside, and where the gap first passes it",
     )
-    p.add_argument(
-        "--seed",
-        type=seed_number,
-        default=0,
-        help="seed of the initial parameters and drawn inputs (default 0)",
-    )
-    p.add_argument(
-        "--bits",
-        type=reference_bits,
-        default=128,
-        help="precision of the reference in bits (default 128)",
-    )
-    p.add_argument(
-        "--backend",
-        choices=BACKENDS,
-        default="kernel",
-        help="where the realization runs: the kernel evaluator (default) or native code "
-        "through MLIR (the same bits)",
-    )
+    add_sample_args(p, "kernel")
     p.add_argument(
         "--top",
         type=positive_count,

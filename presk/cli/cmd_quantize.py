@@ -4,21 +4,18 @@ weights costs and what the arithmetic costs (`--realize`: presk/precision/quant_
 
 from __future__ import annotations
 
-from presk.cli.common import seed_number
 from presk.cli.programs import (
     add_program_args,
+    add_sample_args,
     bindings,
     elaborate_args,
     load_program,
-    reference_bits,
 )
 from presk.errors import UsageError
 from presk.ir.types import leaves
 from presk.precision.quant_split import Gap, Split, sample, split
 from presk.realize import read
 from presk.train.loop import sci
-
-MACHINE_BACKENDS = ("kernel", "mlir")
 
 
 def configure(p) -> None:
@@ -33,35 +30,7 @@ def configure(p) -> None:
         help="split this realization's gap to the exact reference into representation "
         "(the weights as stored) and arithmetic (the machine run)",
     )
-    p.add_argument(
-        "--weights",
-        metavar="CKPT|P.npz|P.safetensors",
-        help="parameters from a checkpoint or a parameters file instead of the initializers",
-    )
-    p.add_argument(
-        "--data",
-        metavar="FILE.psk.d",
-        help="token windows from `presk data`: the inputs are its first batch of training "
-        "windows; without it they are drawn from the seed",
-    )
-    p.add_argument(
-        "--seed",
-        type=seed_number,
-        default=0,
-        help="seed of the initial parameters and drawn inputs (default 0)",
-    )
-    p.add_argument(
-        "--bits",
-        type=reference_bits,
-        default=128,
-        help="precision of the reference in bits (default 128)",
-    )
-    p.add_argument(
-        "--backend",
-        choices=MACHINE_BACKENDS,
-        default="mlir",
-        help="where the realization runs: the kernel evaluator or native code (default mlir)",
-    )
+    add_sample_args(p, "mlir")
 
 
 def run(args) -> int:

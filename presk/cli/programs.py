@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from presk import api, backends
 from presk.api import MAX_BITS
-from presk.cli.common import whole_number
+from presk.cli.common import seed_number, whole_number
 from presk.front.bindings import missing_entry, parse_assignments
 from presk.plans import plan_path
 from presk.stages import REMATS
@@ -62,6 +62,43 @@ def elaborate_args(args, program: api.Program | None = None, train_step: bool = 
 
 
 reference_bits = whole_number(2, MAX_BITS, f"a whole number of bits from 2 to {MAX_BITS}")
+
+
+def add_sample_args(p, machine_backend: str) -> None:
+    """The flags of a command that runs one sample of an entry on a machine backend beside
+    the exact reference: its parameters (`--weights`), inputs (`--data`, else drawn from
+    `--seed`), the reference's `--bits`, and the machine `--backend` (default
+    `machine_backend`)."""
+    p.add_argument(
+        "--weights",
+        metavar="CKPT|P.npz|P.safetensors",
+        help="parameters from a checkpoint or a parameters file instead of the initializers",
+    )
+    p.add_argument(
+        "--data",
+        metavar="FILE.psk.d",
+        help="token windows from `presk data`: the inputs are its first batch of training "
+        "windows; without it they are drawn as `presk run --seed` draws them",
+    )
+    p.add_argument(
+        "--seed",
+        type=seed_number,
+        default=0,
+        help="seed of the initial parameters and drawn inputs (default 0)",
+    )
+    p.add_argument(
+        "--bits",
+        type=reference_bits,
+        default=128,
+        help="precision of the reference in bits (default 128)",
+    )
+    p.add_argument(
+        "--backend",
+        choices=("kernel", "mlir"),
+        default=machine_backend,
+        help=f"where the realization runs: the kernel evaluator or native code through "
+        f"MLIR, the same bits (default {machine_backend})",
+    )
 
 
 def add_backend_args(p, default: str = "interp") -> None:
