@@ -19,8 +19,8 @@ from mlir import ir
 
 from presk.api import Core
 from presk.errors import UsageError
-from presk.front import ast
 from presk.ir.ops import psk_type, site_of, walk_ops
+from presk.precision.sensitivity import parameter_declarations
 from presk.quantize import dequantize, quantize
 from presk.reach import parameter_elements
 from presk.realize import Quant
@@ -65,22 +65,7 @@ def parse_menu(text: str) -> tuple[str, ...]:
 
 def declared_ranks(core: Core) -> dict[str, int]:
     """Each parameter path's rank as its module declares it (a stack's axis left off)."""
-    module = core.view.attrs.get("psk.module")
-    if module is None:
-        return {}
-    tree = core.program.ast
-    out: dict[str, int] = {}
-
-    def walk(defn: ast.ModuleDef, prefix: str) -> None:
-        for m in defn.members:
-            path = f"{prefix}.{m.name}" if prefix else m.name
-            if isinstance(m, ast.ParamDef):
-                out[path] = len(m.type.axes)
-            elif isinstance(m, ast.SubDef):
-                walk(tree.modules[m.module], path)
-
-    walk(tree.modules[module.split("{")[0]], "")
-    return out
+    return {path: len(d.type.axes) for path, d in parameter_declarations(core).items()}
 
 
 def scale_axes(core: Core, paths: list[str]) -> dict[str, int]:

@@ -357,7 +357,9 @@ def _input_rows(core: Core, args: list, cts: tuple) -> list[Sensitivity]:
     parameter leaf (by its path) and each real argument (by its name), each paired with
     the value the sweep was given (`args`, the seed of the sweep left off)."""
     fn = core.view.entry_function
-    declared = _parameter_lines(core)
+    declared = {
+        path: f"{d.span.file}:{d.span.line}" for path, d in parameter_declarations(core).items()
+    }
     rows = []
     for i, (name, arg, ct) in enumerate(zip(fn.arg_names, args, cts, strict=True)):
         is_params = i == 0 and param_type(core.view) is not None
@@ -373,19 +375,20 @@ def _input_rows(core: Core, args: list, cts: tuple) -> list[Sensitivity]:
     return rows
 
 
-def _parameter_lines(core: Core) -> dict[str, str]:
-    """Each parameter path's declaration, `file:line`, read from the entry's module."""
+def parameter_declarations(core: Core) -> dict[str, ast.ParamDef]:
+    """Each parameter path's declaration in the entry's module (a stack's axis left off
+    its type), through its submodules."""
     module = core.view.attrs.get("psk.module")
     if module is None:
         return {}
     tree = core.program.ast
-    out: dict[str, str] = {}
+    out: dict[str, ast.ParamDef] = {}
 
     def walk(defn: ast.ModuleDef, prefix: str) -> None:
         for m in defn.members:
             path = f"{prefix}.{m.name}" if prefix else m.name
             if isinstance(m, ast.ParamDef):
-                out[path] = f"{m.span.file}:{m.span.line}"
+                out[path] = m
             elif isinstance(m, ast.SubDef):
                 walk(tree.modules[m.module], path)
 
