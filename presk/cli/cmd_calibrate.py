@@ -1,5 +1,7 @@
 """presk calibrate --precision: the magnitude envelope of an entry, measured on the exact
-reference over samples (presk/precision/calibrate.py, docs/precision.md)."""
+reference over samples (presk/precision/calibrate.py, docs/precision.md); and
+presk calibrate --step: one training step under realizations against the exact step
+(presk/precision/step_gap.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import datetime
 import os
 import sys
 
-from presk.cli.common import count, positive_count, seed_number
+from presk.cli.common import count, positive_count, real_number, seed_number
 from presk.cli.programs import add_program_args, elaborate_args, load_program, reference_bits
 from presk.errors import UsageError
 from presk.fileio import check_writable
@@ -15,36 +17,41 @@ from presk.precision.calibrate import Job, calibrate, on_processes, serially
 from presk.precision.cluster import on_cluster
 from presk.precision.envelope import GRAINS, Envelope, Meta, program_digest, write_envelope
 from presk.precision.samples import sample_arguments
+from presk.precision.step_gap import DEFAULTS, Measured, Setup, measure, read_realizations
+from presk.runtime.inputs import parameters
 from presk.toolchain import default_threads
-from presk.train.loop import sci
+from presk.train.data import Windows
+from presk.train.loop import Hyper, sci
 
 SHOWN = 10  # sites listed, the largest magnitudes first
 
 
 def configure(p) -> None:
-    p.add_argument(
-        "--precision",
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--precision", action="store_true", help="measure the magnitude envelope")
+    what.add_argument(
+        "--step",
         action="store_true",
-        required=True,
-        help="measure the magnitude envelope (the one calibration there is)",
+        help="measure one training step of a loss under realizations against the exact step",
     )
     add_program_args(p)
-    p.add_argument("--out", required=True, metavar="ENV.json", help="write the envelope here")
+    p.add_argument("--out", metavar="ENV.json", help="write the envelope here (--precision)")
     p.add_argument(
         "--data",
         metavar="FILE.psk.d",
-        help="token windows from `presk data`, a batch a sample; without it inputs are drawn",
+        help="token windows from `presk data`, a batch a sample (with --step, a step); "
+        "without it inputs are drawn",
     )
     p.add_argument(
         "--weights",
         metavar="CKPT|P.npz|P.safetensors",
-        help="parameters from a checkpoint or a parameters file instead of the initializers",
+        help="parameters from a checkpoint or a parameters file instead of the initializers "
+        "(--step needs them)",
     )
     p.add_argument(
         "--bits",
         type=reference_bits,
-        default=128,
-        help="precision of the reference in bits (default 128)",
+        help="precision of the reference in bits (default 128; 64 with --step)",
     )
     p.add_argument(
         "--samples", type=positive_count, default=8, metavar="N", help="samples (default 8)"
@@ -76,9 +83,32 @@ def configure(p) -> None:
         metavar="ADDRESS",
         help="send the samples to this Dask scheduler instead (needs presk[cluster])",
     )
+    p.add_argument(
+        "--warmup",
+        type=count,
+        default=10,
+        metavar="N",
+        help="--step: native f64 steps before the measured one (default 10)",
+    )
+    p.add_argument(
+        "--lr",
+        type=real_number("a positive finite learning rate", strict=True),
+        default=Hyper.lr,
+        help=f"--step: the peak learning rate, the measured step's (default {Hyper.lr})",
+    )
+    p.add_argument(
+        "--realize",
+        metavar="R,…",
+        help="--step: the realizations, f64, f32, bf16, recipe or @R.json (default "
+        f"{','.join(DEFAULTS)})",
+    )
 
 
 def run(args) -> int:
+    if args.step:
+        return run_step(args)
+    if args.out is None:
+        raise UsageError("--precision writes the envelope: give --out ENV.json")
     check_writable(args.out)  # before the run, which may take long
     program = load_program(args.file)
     core = elaborate_args(args, program)
@@ -92,7 +122,7 @@ def run(args) -> int:
         seed=args.seed,
         samples=args.samples,
         first=args.first,
-        bits=args.bits,
+        bits=args.bits or 128,
         grain=args.grain,
         date=_today(),
     )
@@ -149,4 +179,40 @@ def summary(env: Envelope) -> str:
     if len(ranked) > SHOWN:
         lines.append(f"  … and {len(ranked) - SHOWN} more")
     lines.append("every bound from this file holds over these samples only")
+    return "\n".join(lines) + "\n"
+
+
+def run_step(args) -> int:
+    if args.weights is None:
+        raise UsageError("--step measures a step from trained parameters: give --weights CKPT")
+    if args.out is not None:
+        raise UsageError("--step prints its table and writes no file: drop --out")
+    program = load_program(args.file)
+    core = elaborate_args(args, program, train_step=True)
+    spellings = [s.strip() for s in (args.realize or ",".join(DEFAULTS)).split(",") if s.strip()]
+    if not spellings:
+        raise UsageError(f"--realize {args.realize!r}: name at least one realization")
+    rs = read_realizations(spellings, core)
+    data = Windows.load(args.data) if args.data else None
+    params = parameters(core.view, args.seed, args.weights)
+    bits = args.bits or 64
+    setup = Setup(core, params, data, args.warmup, args.lr, args.seed, bits)
+    sys.stdout.write(step_table(measure(setup, rs), setup))
+    return 0
+
+
+def step_table(m: Measured, setup: Setup) -> str:
+    """A header, then a row a realization: its gaps and its step's time against f64."""
+    lines = [
+        f"presk calibrate --step: step {setup.step} of `{setup.core.entry}` after "
+        f"{setup.warmup} warm-up steps in f64 (peak lr {setup.lr:g}), against the exact step "
+        f"at {setup.bits} bits; the exact update is {sci(m.update, 2)} of ‖θ‖",
+        f"{'realization':<14} {'update gap':>10} {'storage floor':>13} {'gradient gap':>12} "
+        f"{'step ms':>9} {'vs f64':>7}",
+    ]
+    for row in m.rows:
+        lines.append(
+            f"{row.label:<14} {sci(row.update_gap, 2):>10} {sci(row.floor, 2):>13} "
+            f"{sci(row.grad_gap, 2):>12} {row.ms:>9.3f} {row.ms / m.f64_ms:>6.2f}×"
+        )
     return "\n".join(lines) + "\n"

@@ -193,15 +193,18 @@ class Trainer:
             self.token_type, self.vocab = check_token_entry(program, data)
 
     @classmethod
-    def detached(cls, program: HostProgram, backend, steps: int, seed: int, hyper=None) -> Trainer:
-        """A trainer for single steps, without data, logging or files."""
+    def detached(
+        cls, program: HostProgram, backend, steps: int, seed: int, hyper=None, data=None
+    ) -> Trainer:
+        """A trainer for single steps, without logging or files: a step's batch drawn,
+        unless `data` gives its windows."""
         return cls(
             program,
             backend,
             steps=steps,
             seed=seed,
             hyper=hyper or Hyper(),
-            data=None,
+            data=data,
             log_every=1,
             ckpt_every=0,
             out=None,

@@ -1,0 +1,260 @@
+"""presk calibrate --step: one training step under realizations against the exact step
+(docs/precision.md, section 7).
+
+From trained parameters, `warmup` steps natively in f64 (AdamW's moments zero at the
+first, so that v is not zero at the measured one) give a state (θ, m, v). Each
+realization's step starts from that state with every leaf rounded to the type its step
+stores it in (the default type, or a site's storage type: an f32 run's state lives in
+f32), and so does the exact step it is compared with: `train.step` on the reference.
+The rows: the update gap ‖θ̂′ − θ′‖₂ / ‖θ′ − θ‖₂, the storage floor (the exact θ′
+rounded to the stored type, as the same ratio: the nearest any stored θ̂′ can be), the
+gradient gap ‖ĝ − g‖₂ / ‖g‖₂ (the loss's `.grad` entry, realized and exact), and the
+median time of native steps. The measured step is the last of a run whose learning rate
+rises linearly over the warm-up to its peak, which the measured step takes.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from presk import realize as realizations
+from presk.api import Core
+from presk.kernel.machine import ELEMENTS, to_storage
+from presk.prims import exact
+from presk.quantize import parameter_values
+from presk.realize import Realization
+from presk.runtime.values import Tensor, Value, leaves, map_leaves
+from presk.stages import launch_sites
+from presk.timing import timed
+from presk.train.data import Windows
+from presk.train.loop import Hyper, State, Trainer, check_trainable, zeros_like
+from presk.train.step import SYMBOL
+
+RECIPE = "recipe"
+DEFAULTS = ("f64", "f32", "bf16", RECIPE)  # the rows without --realize
+OPTIMIZER = "adamw."  # the prelude's optimiser: its functions' sites
+TIMED = 5  # native steps a time is the median of
+# the fields of a realization keyed by site ("default" is contract's every other site)
+SITE_MAPS = ("storage", "accum", "order", "contract")
+ELEMENT_OF = {dtype: name for name, dtype in ELEMENTS.items()}
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What is measured: a loss's training step (a Core with `train_step`) from `params`."""
+
+    core: Core
+    params: Value
+    data: Windows | None
+    warmup: int  # native f64 steps before the measured one
+    lr: float  # the peak learning rate, the measured step's
+    seed: int  # of drawn batches, or of the data's order
+    bits: int  # the reference's precision
+
+    @property
+    def step(self) -> int:
+        """The measured step's number: the one after the warm-up."""
+        return self.warmup + 1
+
+    @property
+    def hyper(self) -> Hyper:
+        return Hyper(lr=self.lr, warmup=self.step)
+
+
+@dataclass(frozen=True)
+class Row:
+    label: str
+    update_gap: float
+    floor: float
+    grad_gap: float
+    ms: float  # the median native step
+
+
+@dataclass(frozen=True)
+class Measured:
+    rows: list[Row]
+    f64_ms: float  # the all-f64 step's median, what each row's time is against
+    update: float  # ‖θ′ − θ‖₂ / ‖θ‖₂ of the exact step from the f64 state
+
+
+def recipe(step_core: Core) -> Realization:
+    """Mixed precision: bf16 everywhere but the optimiser, whose launch sites (the
+    prelude's adamw.clip, adamw.schedule and adamw.step) store f64."""
+    sites = launch_sites(step_core.lower("bf16").module)
+    storage = {s: "f64" for s in sites if s.startswith(OPTIMIZER)}
+    return Realization("bf16", storage=storage, spelling=RECIPE)
+
+
+def read_realizations(spellings: list[str], step_core: Core) -> list[Realization]:
+    """Each of f64, f32, bf16, @R.json or `recipe`, refused (E7002) if it quantises
+    weights, which a training step cannot update."""
+    rs = [recipe(step_core) if s == RECIPE else realizations.read(s) for s in spellings]
+    for r in rs:
+        check_trainable(r)
+    return rs
+
+
+def measure(setup: Setup, rs: list[Realization]) -> Measured:
+    """The rows of `rs`, each against the exact step from the state it starts from."""
+    step_core = setup.core
+    grad_core = step_core.derived(entry=f"{step_core.entry}.grad", train_step=False)
+    f64 = trainer_for(setup, step_core.lower("f64").compile("mlir"))
+    state = warmed(setup, f64)
+    batch, _ = f64.batch(setup.step)
+    reference = Reference(setup, grad_core, batch)
+    grad_sites = set(launch_sites(grad_core.lower("f64").module))
+    rows = []
+    for r in rs:
+        trainer = trainer_for(setup, step_core.lower(r).compile("mlir"))
+        grad = grad_core.lower(restricted(r, grad_sites)).compile("mlir").backend
+        rows.append(measured_row(setup, r, trainer, grad, state, batch, reference))
+    return Measured(rows, f64_ms(rows, rs, f64, state, setup.step, batch), reference.update(state))
+
+
+def f64_ms(rows: list[Row], rs: list[Realization], f64: Trainer, state, t: int, batch) -> float:
+    """The all-f64 step's time: its row's, else measured on the warm-up's backend."""
+    for row, r in zip(rows, rs, strict=True):
+        if r == Realization("f64", spelling=r.spelling):
+            return row.ms
+    return step_ms(f64, state, t, batch)
+
+
+def trainer_for(setup: Setup, compiled) -> Trainer:
+    """Single steps of the run the measured step ends, on `compiled`'s backend."""
+    return Trainer.detached(
+        compiled.core.view, compiled.backend, setup.step, setup.seed, setup.hyper, setup.data
+    )
+
+
+def warmed(setup: Setup, trainer: Trainer) -> State:
+    """The trained parameters after the warm-up steps, AdamW's moments zero at the first."""
+    state = State(setup.params, zeros_like(setup.params), zeros_like(setup.params))
+    if setup.warmup:
+        trainer.run(state, stop_at=setup.warmup)
+    return state
+
+
+def restricted(r: Realization, sites: set[str]) -> Realization:
+    """`r` with the sites it names narrowed to `sites` (the gradient entry has no
+    optimiser's)."""
+    narrowed = {
+        name: {s: v for s, v in getattr(r, name).items() if s in sites or s == "default"}
+        for name in SITE_MAPS
+    }
+    return replace(r, **narrowed)
+
+
+class Reference:
+    """The exact step and gradient from each state asked for, each computed once (a state
+    is fixed by the types its leaves were rounded to)."""
+
+    def __init__(self, setup: Setup, grad_core: Core, batch: list[Value]):
+        self.step = trainer_for(setup, setup.core.lower("f64").compile("interp", bits=setup.bits))
+        self.grad = grad_core.lower("f64").compile("interp", bits=setup.bits).backend
+        self.batch = batch
+        self.t = setup.step
+        self.bits = setup.bits
+        self.done: dict[tuple, tuple[Value, Value]] = {}
+
+    def at(self, state: State) -> tuple[Value, Value]:
+        """(θ′, g): the exact step's parameters and the exact gradient from `state`, whose
+        leaves are in the types it was rounded to."""
+        key = tuple(np.asarray(t.data).dtype.str for t in _tensors(state))
+        if key not in self.done:
+            args = self.step.call_args(state, self.t, self.batch)
+            out = self.step.backend.call(args, self.step.context(self.t), SYMBOL)
+            g = self.grad.call([state.params, *self.batch], self.step.context(self.t))
+            self.done[key] = (out[3], g)
+        return self.done[key]
+
+    def update(self, state: State) -> float:
+        """‖θ′ − θ‖₂ / ‖θ‖₂ of the exact step from `state`."""
+        new, _ = self.at(state)
+        return distance(new, state.params, self.bits) / distance(state.params, None, self.bits)
+
+
+def measured_row(
+    setup: Setup,
+    r: Realization,
+    trainer: Trainer,
+    grad_backend,
+    state: State,
+    batch: list[Value],
+    reference: Reference,
+) -> Row:
+    """`r`'s row: its step (on `trainer`) and gradient (on `grad_backend`) from `state`
+    rounded to the types its step stores, against the exact ones from there."""
+    t, bits = setup.step, setup.bits
+    ctx = trainer.context(t)
+    start = stored(
+        state, trainer.backend.call(trainer.call_args(state, t, batch), ctx, trainer.symbol)
+    )
+    new, g = reference.at(start)
+    ms = step_ms(trainer, start, t, batch)
+    out = trainer.backend.call(trainer.call_args(start, t, batch), ctx, trainer.symbol)
+    read = parameter_values(start.params, r, native=True)
+    g_hat = grad_backend.call([read, *batch], ctx)
+    update = distance(new, start.params, bits)
+    return Row(
+        r.label if r.spelling != RECIPE else RECIPE,
+        distance(out[3], new, bits) / update,
+        distance(rounded_like(new, out[3]), new, bits) / update,
+        distance(g_hat, g, bits) / distance(g, None, bits),
+        ms,
+    )
+
+
+def stored(state: State, out: tuple) -> State:
+    """`state` with each leaf of θ, m and v rounded to the type the step `out` stored it
+    in."""
+    trees = zip((state.params, state.m, state.v), out[3:6], strict=True)
+    params, m, v = (rounded_like(x, like) for x, like in trees)
+    return State(params, m, v)
+
+
+def rounded_like(value: Value, like: Value) -> Value:
+    """`value` with each real leaf rounded to the dtype of `like`'s leaf."""
+    dtypes = {p: np.asarray(t.data).dtype for p, t in leaves(like)}
+
+    def one(path: str, t: Tensor) -> Tensor:
+        if t.type.kind != "real":
+            return t
+        data = np.asarray(t.data)
+        data = exact.to_float64(data) if data.dtype == object else data
+        return Tensor(t.type, to_storage(data, ELEMENT_OF[dtypes[path]]))
+
+    return map_leaves(one, value)
+
+
+def step_ms(trainer: Trainer, state: State, t: int, batch: list[Value]) -> float:
+    """The median wall time of native steps from `state` (presk bench's timer), in ms."""
+    args, ctx = trainer.call_args(state, t, batch), trainer.context(t)
+    return statistics.median(timed(lambda: trainer.backend.call(args, ctx, trainer.symbol), TIMED))
+
+
+def distance(x: Value, y: Value | None, bits: int) -> float:
+    """‖x − y‖₂ over the real leaves (‖x‖₂ without `y`), each difference taken in MPFR;
+    +∞ where a machine number is not finite (an overflow is not a small gap)."""
+    xs = [t for _, t in leaves(x) if t.type.kind == "real"]
+    ys = [t for _, t in leaves(y) if t.type.kind == "real"] if y is not None else [None] * len(xs)
+    total = 0.0
+    with exact.context(max(bits, 53)):  # every machine number held exactly
+        for a, b in zip(xs, ys, strict=True):
+            if not (_finite(a) and (b is None or _finite(b))):
+                return math.inf
+            d = exact.exact(a.data) if b is None else exact.exact(a.data) - exact.exact(b.data)
+            total += float(np.sum(np.square(exact.to_float64(np.asarray(d, dtype=object)))))
+    return math.sqrt(total)
+
+
+def _finite(t: Tensor) -> bool:
+    a = np.asarray(t.data)
+    return a.dtype == object or bool(np.all(np.isfinite(a.astype(np.float64))))
+
+
+def _tensors(state: State) -> list[Tensor]:
+    return [t for value in (state.params, state.m, state.v) for _, t in leaves(value)]

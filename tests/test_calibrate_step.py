@@ -1,0 +1,86 @@
+"""`presk calibrate --step`: one training step under realizations against the exact step,
+from a trained checkpoint and ten warm-up steps in f64 (presk/precision/step_gap.py)."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import REPO, run_in_process
+
+import presk
+from presk.precision.step_gap import DEFAULTS, RECIPE, Setup, measure, read_realizations
+from presk.runtime.inputs import parameters
+from tests.conformance.suite import MINIGPT_TRAINING, corpus, train_minigpt
+
+MLP = str(REPO / "tests" / "train" / "mlp_regression.psk")
+MINIGPT = [str(REPO / MINIGPT_TRAINING[0]), *MINIGPT_TRAINING[1:11], "--dim", "B=1", "--dim", "T=8"]
+# How close a storage floor may come above its gap: the floor rounds the exact θ′ through
+# float64 (and f32 on the way to bf16), a double rounding that can land on the farther
+# neighbour of a value within a hair of a midpoint, where the step may land on the nearer.
+DOUBLE_ROUNDING = 1e-6
+
+
+def _train_mlp(out) -> str:
+    argv = ["train", MLP, "--entry", "Regression.loss", "--dim", "N=4", "--steps", "30"]
+    proc = run_in_process("presk", *argv, "--backend", "mlir", "--quiet", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    return str(out / "checkpoint.psk.d")
+
+
+@pytest.fixture(scope="module")
+def mlp_rows(tmp_path_factory):
+    """The MLP's rows under the default realizations, by label (through the API)."""
+    weights = _train_mlp(tmp_path_factory.mktemp("mlp"))
+    core = presk.load(MLP).elaborate("Regression.loss", {"N": 4}, train_step=True)
+    setup = Setup(core, parameters(core.view, 0, weights), None, 10, 1e-2, 0, 64)
+    measured = measure(setup, read_realizations(list(DEFAULTS), core))
+    return {row.label: row for row in measured.rows}
+
+
+@pytest.fixture(scope="module")
+def minigpt_table(tmp_path_factory):
+    """The tiny MiniGPT's printed table (B=1, T=8, on windows of the corpus), by label:
+    (update gap, storage floor, gradient gap)."""
+    base = tmp_path_factory.mktemp("minigpt")
+    data = corpus(base / "lic8.psk.d")
+    weights = train_minigpt(base / "run", data, "--backend", "mlir")
+    argv = ["calibrate", "--step", *MINIGPT, "--weights", weights, "--data", data]
+    proc = run_in_process("presk", *argv, "--realize", "f64,f32,bf16")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("presk calibrate --step: step 11 of `loss` after 10 warm-up")
+    assert lines[1].split()[:3] == ["realization", "update", "gap"]
+    return {w[0]: tuple(map(float, w[1:4])) for w in (line.split() for line in lines[2:])}
+
+
+def test_f64_is_the_exact_step_to_rounding(mlp_rows, minigpt_table):
+    assert mlp_rows["f64"].update_gap < 1e-10
+    assert mlp_rows["f64"].grad_gap < 1e-12
+    assert minigpt_table["f64"][0] < 1e-10
+
+
+def test_f32_is_above_half_its_floor_and_below_a_thousandth(mlp_rows, minigpt_table):
+    f32 = mlp_rows["f32"]
+    assert f32.floor * 0.5 <= f32.update_gap <= 1e-3
+    gap, floor, _ = minigpt_table["f32"]
+    assert floor * 0.5 <= gap <= 1e-3
+
+
+def test_bf16_is_further_than_f32(mlp_rows, minigpt_table):
+    assert mlp_rows["bf16"].update_gap > mlp_rows["f32"].update_gap
+    assert mlp_rows["bf16"].grad_gap > mlp_rows["f32"].grad_gap
+    assert minigpt_table["bf16"][0] > minigpt_table["f32"][0]
+
+
+def test_no_step_is_nearer_than_its_storage_floor(mlp_rows, minigpt_table):
+    for row in mlp_rows.values():
+        assert row.update_gap >= row.floor * (1 - DOUBLE_ROUNDING), row
+    for label, (gap, floor, _) in minigpt_table.items():
+        assert gap >= floor, label  # as printed, to three digits
+
+
+def test_the_recipe_stores_the_optimiser_in_f64(mlp_rows):
+    """Its floor is f64's; its gap, the bf16 gradient's, is bf16's order."""
+    recipe = mlp_rows[RECIPE]
+    assert recipe.floor == mlp_rows["f64"].floor
+    assert recipe.update_gap > 1e3 * mlp_rows["f32"].update_gap
+    assert recipe.grad_gap > mlp_rows["f32"].grad_gap
