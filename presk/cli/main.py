@@ -30,7 +30,7 @@ COMMANDS: dict[str, str] = {
     "params": "write an entry's parameters (initial, or from --weights) to an .npz or "
     ".safetensors file",
     "calibrate": "measure an entry's magnitude envelope (--precision) on the exact reference "
-    "over samples",
+    "over samples, or one training step's gap under each realization (--step)",
     "check": "bound an entry's distance to its exact value under a realization (--precision)",
     "solve": "choose the cheapest realization inside an error budget (--precision), measured "
     "on the exact reference",
