@@ -4,8 +4,9 @@ step by step.
 A `Profile` set on a schedule (presk/backends/schedule.py) replays it as `Schedule.run`
 does, reading the clock around each part: converting the arguments to their storage
 types, the arena, each step, and building the result. A segment's launches are timed
-inside C, each going to its kernel's site, and the rest of the segment's call to
-`launches`. A launch made from Python (one split over the workers) is split in two: what
+inside C, each going to its kernel's site (a split launch timed as a whole, from its
+hand-off to its last piece), and the rest of the segment's call to `launches`. A launch
+made from Python (one of more buffers than a segment's steps take) is split in two: what
 a launch costs outside its kernel (the same ctypes call on an empty range of a kernel's
 splittable loop, measured once) goes to `launches`, the rest to the kernel's site. The
 parts of a call add up to the call's time but for the clock's own reads and the

@@ -6,9 +6,9 @@ Calls replay a schedule of the host program (presk/backends/schedule.py), traced
 entry, each launch in it the `LaunchPlan` the kernel evaluator runs
 (presk/backends/launch.py). A kernel whose outermost loop may be split
 (`psk_kernel.split`) and whose work (`psk_kernel.work`, in scalar operations) is at
-least `split_work` runs on the worker threads. Every other run of launches with no host
-step between them is a segment, replayed in C by one native call
-(presk/backends/replay.py).
+least `split_work` runs on the worker threads. Each run of launches with no host step
+between them is a segment, replayed in C by one native call, its split launches on the
+replay runtime's native workers (presk/backends/replay.py).
 """
 
 from __future__ import annotations
@@ -134,14 +134,22 @@ class MlirBackend:
         return workers if workers.threads > 1 else None
 
     def in_segment(self, kernel: Compiled) -> bool:
-        """Whether a launch of `kernel` may run in a segment: on one thread, with no more
-        buffers than the replay runtime's steps take."""
-        replay = replay_for(self.compiler)
-        return self._split_over(kernel) is None and len(kernel.elements) <= replay.buffers
+        """Whether a launch of `kernel` may run in a segment: with no more buffers than the
+        replay runtime's steps take."""
+        return len(kernel.elements) <= replay_for(self.compiler).buffers
 
     def segment_step(self, launches: list[Launch]) -> Segment:
-        """The schedule step that runs `launches` (each `in_segment`) in one native call."""
+        """The schedule step that runs `launches` (each `in_segment`) in one native call,
+        each split in as many pieces as `launch_step` would split it."""
         return Segment(
             replay_for(self.compiler),
-            [(x.kernel.native.fn, x.buffers, 0, x.kernel.split) for x in launches],
+            [
+                (x.kernel.native.fn, x.buffers, 0, x.kernel.split, self.pieces(x.kernel))
+                for x in launches
+            ],
         )
+
+    def pieces(self, kernel: Compiled) -> int:
+        """The pieces a launch of `kernel` is split in: 1 if it runs on one thread."""
+        workers = self._split_over(kernel)
+        return 1 if workers is None else workers.pieces(kernel.split)

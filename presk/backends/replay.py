@@ -2,9 +2,11 @@
 
 `replay.c` (beside this module) is a small C runtime: `presk_replay(steps, n, regions)`
 calls each step's kernel in order on the addresses its (region, offset) pairs name, with
-its `lo, hi`. It is compiled once with the system C compiler into the kernel cache's
-`replay` folder (presk/backends/native.py), keyed by a hash of its source, the compiler
-and its flags, and verified on every load as a kernel's library is: a library damaged or
+its `lo, hi`; a step's `pieces`, when more than one, run on a pool of native worker
+threads (started on first need, living for the process) and the calling thread. It is
+compiled once with the system C compiler (`-pthread`) into the kernel cache's `replay`
+folder (presk/backends/native.py), keyed by a hash of its source, the compiler and its
+flags, and verified on every load as a kernel's library is: a library damaged or
 swapped is built again, never run. A `Segment` is a run of launches a schedule makes one
 ctypes call of, in place of one call a launch.
 """
@@ -20,7 +22,7 @@ from presk.backends.native import Compiler, Entry, c_compiler, cached_library
 from presk.errors import ToolchainError
 
 SOURCE = Path(__file__).with_name("replay.c")
-FLAGS = ["-O2", "-shared", "-fPIC"]
+FLAGS = ["-O2", "-shared", "-fPIC", "-pthread"]
 
 
 class Step(ctypes.Structure):
@@ -32,6 +34,7 @@ class Step(ctypes.Structure):
         ("at", ctypes.POINTER(ctypes.c_int64)),
         ("lo", ctypes.c_int64),
         ("hi", ctypes.c_int64),
+        ("pieces", ctypes.c_int64),
     ]
 
 
@@ -52,20 +55,21 @@ class Replay:
 
 class Segment:
     """A schedule step running `launches`, each (kernel function, buffers as (region,
-    offset), lo, hi), in one call of `presk_replay`."""
+    offset), lo, hi, the pieces [lo, hi) is split in), in one call of `presk_replay`."""
 
-    def __init__(self, replay: Replay, launches: list[tuple[object, list, int, int]]):
+    def __init__(self, replay: Replay, launches: list[tuple[object, list, int, int, int]]):
         self.replay = replay
         self.run = replay.run
-        self.kernels = [fn for fn, _, _, _ in launches]  # held: the steps point into them
+        self.kernels = [fn for fn, *_ in launches]  # held: the steps point into them
+        self.pieces = [pieces for *_, pieces in launches]  # each launch's, 1 if unsplit
         self.pairs = [
             (ctypes.c_int64 * (2 * len(buffers)))(*[x for pair in buffers for x in pair])
-            for _, buffers, _, _ in launches
+            for _, buffers, *_ in launches
         ]
         self.steps = (Step * len(launches))(
             *[
-                Step(ctypes.cast(fn, ctypes.c_void_p), len(buffers), pairs, lo, hi)
-                for (fn, buffers, lo, hi), pairs in zip(launches, self.pairs, strict=True)
+                Step(ctypes.cast(fn, ctypes.c_void_p), len(buffers), pairs, lo, hi, pieces)
+                for (fn, buffers, lo, hi, pieces), pairs in zip(launches, self.pairs, strict=True)
             ]
         )
         self.address = ctypes.addressof(self.steps)

@@ -8,8 +8,9 @@ each piece of host work on data. Every later call replays the steps: one arena o
 memory holds every buffer the call makes, and a launch is a ctypes call on addresses
 found by adding offsets to the arena's, the arguments' and the constants' base
 addresses. Records, tuples, calls, folds, layer slices and renames cost nothing then.
-Each run of launches with no host step between them and none split over the workers is
-one step, a segment the backend replays in C in one native call (presk/backends/replay.py).
+Each run of launches with no host step between them is one step, a segment the backend
+replays in C in one native call (presk/backends/replay.py), launches split over the
+workers included: the replay runtime runs their pieces on native threads.
 
 Each step has a label (the `Launch` it makes, the launches of a segment, or the name of
 its host work), read only by `presk bench --breakdown`, which sets `profile` to time a

@@ -1,9 +1,13 @@
-"""A persistent pool of worker threads that split a kernel's outermost parallel loop.
+"""How a kernel's outermost parallel loop is cut into pieces, and a pool of Python
+threads that runs the pieces of a launch the replay runtime does not take.
 
-Each worker calls the compiled kernel on its own contiguous range `[lo, hi)` of the
-loop; ctypes releases the GIL for the call, so the pieces run in parallel. The loop's
-iterations write disjoint elements and read nothing another writes, so any split gives
-the bits of one call over the whole range.
+A split launch in a segment runs on the replay runtime's native workers
+(presk/backends/replay.c), with the same cuts as `Workers.run`: its `pieces` go in the
+segment's step. A launch the runtime cannot take (more buffers than its steps do) is
+run by `Workers.run`: each worker calls the compiled kernel on its own contiguous range
+`[lo, hi)` of the loop; ctypes releases the GIL for the call, so the pieces run in
+parallel. The loop's iterations write disjoint elements and read nothing another
+writes, so any split gives the bits of one call over the whole range.
 """
 
 from __future__ import annotations
@@ -21,9 +25,14 @@ class Workers:
     def __init__(self, threads: int):
         self.threads = threads
 
+    def pieces(self, trips: int) -> int:
+        """How many pieces a loop of `trips` iterations is cut into: piece i is
+        `[trips * i // n, trips * (i + 1) // n)`."""
+        return min(self.threads, trips)
+
     def run(self, fn, args: list, trips: int) -> None:
         """`fn(*args, lo, hi)` over `[0, trips)`, in pieces on the workers and this thread."""
-        n = min(self.threads, trips)
+        n = self.pieces(trips)
         cuts = [trips * i // n for i in range(n + 1)]
         pool = _pool(self.threads - 1) if n > 1 else None
         futures = [pool.submit(fn, *args, cuts[i], cuts[i + 1]) for i in range(1, n)]
