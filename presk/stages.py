@@ -145,16 +145,26 @@ def realize_attributes(module: ir.Module, realize) -> None:
     psk-lower-to-kernel reads back; the parameters it names checked (E7001)."""
     r = realization(realize)
     params = {}
-    if r.params or r.quant:
+    if r.params or r.quant or r.storage:
         program = read_host_program(module)
         realizations.check_paths(r, parameter_paths(program))
-        params = realized_elements(r, param_type(program))
+        params = _parameters_read_as(r, param_type(program))
     with module.context:
         storage = {site: ir.StringAttr.get(t) for site, t in r.storage.items()}
         read_as = {path: _parameter_attr(path, e, r) for path, e in params.items()}
         for name, entries in (("psk_kernel.storage", storage), ("psk_kernel.params", read_as)):
             if entries:
                 module.operation.attributes[name] = ir.DictAttr.get(entries)
+
+
+def _parameters_read_as(r, ptype) -> dict:
+    """How kernels read each parameter under a mixed realization: a typed or quantised one
+    as realized, every other real leaf in the default type it is stored in, so a kernel of
+    another type widens or rounds it at the load rather than the host converting it."""
+    if ptype is None:
+        return {}
+    stored = {path: r.default for path, leaf in leaves(ptype) if leaf.kind == "real"}
+    return {**stored, **realized_elements(r, ptype)}
 
 
 def _parameter_attr(path: str, element, r) -> ir.Attribute:

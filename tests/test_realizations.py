@@ -292,11 +292,12 @@ def test_storage_by_site_reads_across_types_at_the_kernels_edge(tmp_path):
     record = _record(tmp_path, {"default": "f32", "storage": {"Linear.apply/%1": "bf16"}})
     proc = run_tool("presk", "dump", *LINEAR, "--stage", "kernel", "--realize", record)
     assert proc.returncode == 0, proc.stderr
-    # the bf16 add reads the f32 product rounded at its edge, with no copy
+    # the bf16 add reads the f32 product, and the bias stored in the default f32, rounded
+    # at its edge, with no copy
     assert (
-        "kernel add (%0 : f32[batch: 4, 2], %1 : bf16[2]) -> %2 : bf16[batch: 4, 2]" in proc.stdout
+        "kernel add (%0 : f32[batch: 4, 2], %1 : f32[2]) -> %2 : bf16[batch: 4, 2]" in proc.stdout
     )
-    assert "%2[i0, i1] = (f32(bf16(%0[i0, i1])) + %1[i1])" in proc.stdout
+    assert "%2[i0, i1] = (f32(bf16(%0[i0, i1])) + f32(bf16(%1[i1])))" in proc.stdout
     outs = [
         run_tool("presk", "run", *LINEAR, "--backend", b, "--realize", record, "--format", "json")
         for b in ("kernel", "mlir")
