@@ -20,7 +20,8 @@ LINEAR = [
     *("--entry", "Linear{3, 2}.apply", "--dim", "batch=4"),
 ]
 INT4 = "@" + os.path.join(REPO, "test", "lit", "kernel", "Inputs", "int4.json")
-WEIGHTS = '{w = {bits = 4 : i64, over = -2 : i64, scheme = "absmax"}}'
+# every parameter as kernels read it: the bias in the record's default type, w as int4
+WEIGHTS = '{b = "f32", w = {bits = 4 : i64, over = -2 : i64, scheme = "absmax"}}'
 
 
 def _stdout(tool, argv) -> str:
