@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from conftest import REPO
 
-from presk import backends
+from presk import api, backends
 from presk.backends.host import CallContext
 from presk.cli import main
 from presk.ir.ops import python_value
@@ -114,3 +114,19 @@ def test_auto_layouts_give_the_default_layouts_bits(realize):
     linear_argv = [str(REPO / linear.path), "--entry", linear.entry, "--dim", "batch=4"]
     plan = json.loads(_stdout(["plan", *linear_argv, "--realize", realize]))
     assert plan["realize"] == realize
+
+
+def test_auto_layouts_price_a_site_in_its_own_type(tmp_path):
+    """A realization may put one nest in bf16 under an f64 default: the cost model chooses
+    that nest's point among bf16's (no k-block, whose stores would round the partial sums;
+    it once chose one from f64's points and the lowering refused it, E7002)."""
+    record = tmp_path / "r.json"
+    record.write_text(json.dumps({"default": "f64", "storage": {"Linear.apply.bwd/%2": "bf16"}}))
+    core = api.load(str(REPO / "corpus/nlp/05_gpt.psk")).elaborate(
+        "loss", {"B": 8, "T": 64}, {"D": 64, "H": 2, "L": 2}, train_step=True
+    )
+    kernels = layout_kernels(core.lower(f"@{record}", "auto").module.operation)
+    bf16 = [f for f in kernels.values() if python_value(f.attributes["psk_kernel.type"]) == "bf16"]
+    assert bf16 and all(
+        python_value(f.attributes["psk_kernel.layout"])["kblock"] == 0 for f in bf16
+    )

@@ -94,7 +94,6 @@ def choose(module, machine: str, target: Target) -> list[Choice]:
     Linear{64, 16}) is one nest of the plan: its layout must suit every kernel launched
     there, and it is the cheapest in total, and a site with no such point keeps its
     kernels' defaults."""
-    element = MACHINES[machine].arith.itemsize
     kernels = layout_kernels(module)
     sites: dict[str, list] = {}
     for launch in walk_ops(module, "psk_kernel.launch"):
@@ -104,9 +103,16 @@ def choose(module, machine: str, target: Target) -> list[Choice]:
     out = []
     for site, launches in sites.items():
         fs = [kernels[op.attributes["kernel"].value] for op in launches]
+        # a site's kernels are in its realized type, which may not be the module's default
+        own = (
+            string_attr(fs[0], "psk_kernel.type")
+            if "psk_kernel.type" in fs[0].attributes
+            else machine
+        )
+        element = MACHINES[own].arith.itemsize
         nests = [read_any(f) for f in fs]
-        shared = [set(candidates(nest, machine, target)) for nest in nests]
-        points = [p for p in candidates(nests[0], machine, target) if all(p in c for c in shared)]
+        shared = [set(candidates(nest, own, target)) for nest in nests]
+        points = [p for p in candidates(nests[0], own, target) if all(p in c for c in shared)]
         if not points:  # no point every kernel of the site can take: it keeps its defaults
             continue
         costs = [
