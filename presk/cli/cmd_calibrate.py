@@ -9,8 +9,14 @@ import datetime
 import os
 import sys
 
-from presk.cli.common import count, positive_count, real_number, seed_number
-from presk.cli.programs import add_program_args, elaborate_args, load_program, reference_bits
+from presk.cli.common import count, positive_count, seed_number
+from presk.cli.programs import (
+    add_program_args,
+    add_warmup_args,
+    elaborate_args,
+    load_program,
+    reference_bits,
+)
 from presk.errors import UsageError
 from presk.fileio import check_writable
 from presk.precision.calibrate import Job, calibrate, on_processes, serially
@@ -21,7 +27,7 @@ from presk.precision.step_gap import DEFAULTS, Measured, Setup, measure, read_re
 from presk.runtime.inputs import parameters
 from presk.toolchain import default_threads
 from presk.train.data import Windows
-from presk.train.loop import Hyper, sci
+from presk.train.loop import sci
 
 SHOWN = 10  # sites listed, the largest magnitudes first
 
@@ -83,19 +89,7 @@ def configure(p) -> None:
         metavar="ADDRESS",
         help="send the samples to this Dask scheduler instead (needs presk[cluster])",
     )
-    p.add_argument(
-        "--warmup",
-        type=count,
-        default=10,
-        metavar="N",
-        help="--step: native f64 steps before the measured one (default 10)",
-    )
-    p.add_argument(
-        "--lr",
-        type=real_number("a positive finite learning rate", strict=True),
-        default=Hyper.lr,
-        help=f"--step: the peak learning rate, the measured step's (default {Hyper.lr})",
-    )
+    add_warmup_args(p, defaults=True)
     p.add_argument(
         "--realize",
         metavar="R,…",

@@ -1,5 +1,6 @@
 """presk solve: an error budget in, the cheapest realization out, measured against the exact
-reference on an envelope's samples (presk/precision/solve.py, docs/precision.md)."""
+reference on an envelope's samples (presk/precision/solve.py, docs/precision.md); with
+--step, a budget on one training step's update gap (presk/precision/step_solve.py)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,18 @@ import json
 import math
 import os
 import sys
+from collections import Counter
 
 from presk import realize
 from presk.api import Core
-from presk.cli.common import positive_count, real_number, whole_number
-from presk.cli.programs import add_program_args, elaborate_args, load_program
+from presk.cli.common import positive_count, real_number, seed_number, whole_number
+from presk.cli.programs import (
+    add_program_args,
+    add_warmup_args,
+    elaborate_args,
+    load_program,
+    reference_bits,
+)
 from presk.errors import RealizationError, UsageError
 from presk.fileio import check_writable, write_atomic
 from presk.precision.calibrate import Job
@@ -31,14 +39,43 @@ from presk.precision.solve import (
     held_out_samples,
     solve,
 )
+from presk.precision.step_gap import Setup
+from presk.precision.step_solve import GRAINS, StepSolution, solve_step
+from presk.runtime.inputs import parameters
 from presk.toolchain import default_threads
+from presk.train.data import Windows
+from presk.train.loop import Hyper, sci
 
 budget_number = real_number("a positive number", strict=True)
+# the flags of an envelope's solve, which --step does not read
+NOT_STEP = (
+    "precision",
+    "budget_abs",
+    "narrow",
+    "heldout",
+    "exhaustive",
+    "profile",
+    "menu",
+    "quant",
+)
+MOST = 40  # --step's measurements at most: a native step and its gap take seconds each
+# --step's own flags with their defaults (None in the parser, so that one given without
+# --step is seen and refused)
+STEP_DEFAULTS = {
+    "grain": "function",
+    "data": None,
+    "warmup": 10,
+    "lr": Hyper.lr,
+    "bits": 64,
+    "seed": 0,
+    "measurements": MOST,
+}
 
 
 def configure(p) -> None:
     add_program_args(p)
-    add_solve_args(p, p.add_mutually_exclusive_group(required=True))
+    add_solve_args(p, p.add_mutually_exclusive_group(required=True), precision_required=False)
+    add_step_args(p)
     p.add_argument("--out", required=True, metavar="R.json", help="write the realization here")
     p.add_argument(
         "--sites",
@@ -62,7 +99,8 @@ def add_solve_args(p, budgets, precision_required: bool = True) -> None:
         "--budget",
         type=budget_number,
         metavar="ε",
-        help="the largest gap to the exact output, relative to its largest magnitude (|L|)",
+        help="the largest gap to the exact output, relative to its largest magnitude (|L|); "
+        "with --step, the largest update gap ‖θ̂′ − θ′‖₂/‖θ′ − θ‖₂",
     )
     budgets.add_argument(
         "--budget-abs", type=budget_number, metavar="ε", help="the largest gap, absolute"
@@ -70,7 +108,8 @@ def add_solve_args(p, budgets, precision_required: bool = True) -> None:
     p.add_argument(
         "--weights",
         metavar="CKPT|P.npz|P.safetensors",
-        help="the parameters, which must be the envelope's (default: the envelope's)",
+        help="the parameters, which must be the envelope's (default: the envelope's); "
+        "--step's trained parameters",
     )
     p.add_argument(
         "--min-gain",
@@ -104,7 +143,7 @@ def add_solve_args(p, budgets, precision_required: bool = True) -> None:
         "--margin",
         type=real_number("a positive number", strict=True),
         default=2.5,
-        help="what --estimate rss and --narrow divide the budget by (default 2.5)",
+        help="what --estimate rss, --narrow and --step divide the budget by (default 2.5)",
     )
     p.add_argument(
         "--measure",
@@ -162,7 +201,43 @@ def add_solve_args(p, budgets, precision_required: bool = True) -> None:
     )
 
 
+def add_step_args(p) -> None:
+    """--step and the flags of the training step it solves."""
+    p.add_argument(
+        "--step",
+        action="store_true",
+        help="solve one training step of a loss: --budget binds the update gap "
+        "‖θ̂′ − θ′‖₂/‖θ′ − θ‖₂ (needs --weights)",
+    )
+    p.add_argument(
+        "--grain",
+        choices=GRAINS,
+        help="--step: a type per function of the step (default) or per stored value",
+    )
+    p.add_argument("--data", metavar="FILE.psk.d", help="--step: the batches' token windows")
+    add_warmup_args(p, defaults=False)
+    p.add_argument(
+        "--bits",
+        type=reference_bits,
+        help="--step: the reference's precision in bits (default 64)",
+    )
+    p.add_argument("--seed", type=seed_number, help="--step: the batches' seed (default 0)")
+    p.add_argument(
+        "--measurements",
+        type=positive_count,
+        metavar="N",
+        help=f"--step: native steps measured at most (default {MOST})",
+    )
+
+
 def run(args) -> int:
+    if args.step:
+        return run_step(args)
+    if args.precision is None:
+        raise UsageError("solve needs the envelope: give --precision ENV.json (or --step)")
+    given = [f"--{n}" for n in STEP_DEFAULTS if getattr(args, n) is not None]
+    if given:
+        raise UsageError(f"{given[0]} belongs to a training step's solve: give --step")
     moves_path = moves_path_of(args.out)
     for path in (args.out, moves_path):  # before the sweep and the measurements
         check_writable(path)
@@ -174,6 +249,56 @@ def run(args) -> int:
     if args.sites:
         print(decisions(solution, args.sites))
     return 0
+
+
+def run_step(args) -> int:
+    """presk solve --step: the training step's realization under --budget."""
+    given = [f"--{n.replace('_', '-')}" for n in NOT_STEP if getattr(args, n) not in (None, False)]
+    if given:
+        raise UsageError(f"--step measures the training step, not an envelope: drop {given[0]}")
+    if args.weights is None:
+        raise UsageError("--step solves a step from trained parameters: give --weights CKPT")
+    check_writable(args.out)  # before the measurements
+    for name, default in STEP_DEFAULTS.items():
+        if getattr(args, name) is None:
+            setattr(args, name, default)
+    core = elaborate_args(args, load_program(args.file), train_step=True)
+    data = Windows.load(args.data) if args.data else None
+    params = parameters(core.view, args.seed, args.weights)
+    setup = Setup(core, params, data, args.warmup, args.lr, args.seed, args.bits)
+    solution = solve_step(setup, args.grain, args.budget, args.margin, args.measurements)
+    write_atomic(args.out, json.dumps(solution.record(), indent=1) + "\n")
+    realize.read("@" + args.out)
+    print(step_summary(solution, setup, args))
+    return 0
+
+
+def step_summary(s: StepSolution, setup: Setup, args) -> str:
+    counts = Counter(s.assignment.values())
+    rungs = ", ".join(f"{counts[t]} {t}" for t in RUNGS)
+    traffic = s.traffic()
+    capped = " (the cap: --measurements)" if s.measurements >= s.most else ""
+    mean = sum(s.seconds) / len(s.seconds)
+    return "\n".join(
+        [
+            f"presk solve --step: `{setup.core.entry}` of {args.file}, step {setup.step} after "
+            f"{setup.warmup} warm-up steps in f64 (peak lr {setup.lr:g}), against the exact "
+            f"step at {setup.bits} bits",
+            f"decisions ({s.grain}): {len(s.decisions)} over {len(s.elements)} launch sites; "
+            f"{rungs}",
+            f"traffic: {traffic} bytes against {s.all_f64()} all-f64 over the step's stored "
+            f"values, {_ratio(s.all_f64(), traffic)} less",
+            f"measured update gap (native): {sci(s.gap, 2)} against a budget of "
+            f"{_n(s.budget)}: "
+            + ("inside" if s.inside else "OUTSIDE (even all-f64)")
+            + f"; all-f64's {sci(s.base, 2)}",
+            f"narrowing by measurement: {s.kept} steps kept of {s.tried} measured in "
+            f"{s.passes} passes, each inside {_n(s.threshold)} (budget/margin)",
+            f"measurements: {s.measurements}{capped}, {mean:.1f} s each (a compilation, a "
+            "native step and its gap)",
+            f"wrote {args.out}",
+        ]
+    )
 
 
 def menu_rungs(args) -> tuple[str, ...]:

@@ -32,7 +32,8 @@ COMMANDS: dict[str, str] = {
     "calibrate": "measure an entry's magnitude envelope (--precision) on the exact reference "
     "over samples, or one training step's gap under each realization (--step)",
     "check": "bound an entry's distance to its exact value under a realization (--precision)",
-    "solve": "choose the cheapest realization inside an error budget (--precision), measured "
+    "solve": "choose the cheapest realization inside an error budget (--precision, or a "
+    "training step's with --step), measured "
     "on the exact reference",
     "explain": "why a solved realization is what it is: every decision with its reason, and a "
     "site through every stage down to machine code",

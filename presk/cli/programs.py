@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from presk import api, backends
 from presk.api import MAX_BITS
-from presk.cli.common import seed_number, whole_number
+from presk.cli.common import count, real_number, seed_number, whole_number
 from presk.front.bindings import missing_entry, parse_assignments
 from presk.plans import plan_path
 from presk.stages import REMATS
 from presk.toolchain import check_threads
+from presk.train.loop import Hyper
 
 
 def add_program_args(p, default_entry: str | None = None, file_optional: bool = False) -> None:
@@ -98,6 +99,25 @@ def add_sample_args(p, machine_backend: str) -> None:
         default=machine_backend,
         help=f"where the realization runs: the kernel evaluator or native code through "
         f"MLIR, the same bits (default {machine_backend})",
+    )
+
+
+def add_warmup_args(p, defaults: bool = True) -> None:
+    """`--warmup` and `--lr` of a command measuring one training step after warm-up steps
+    (calibrate --step, solve --step); without `defaults` they stay None when not given, so
+    the command can tell they were."""
+    p.add_argument(
+        "--warmup",
+        type=count,
+        default=10 if defaults else None,
+        metavar="N",
+        help="--step: native f64 steps before the measured one (default 10)",
+    )
+    p.add_argument(
+        "--lr",
+        type=real_number("a positive finite learning rate", strict=True),
+        default=Hyper.lr if defaults else None,
+        help=f"--step: the peak learning rate, the measured step's (default {Hyper.lr})",
     )
 
 

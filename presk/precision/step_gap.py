@@ -102,9 +102,7 @@ def measure(setup: Setup, rs: list[Realization]) -> Measured:
     """The rows of `rs`, each against the exact step from the state it starts from."""
     step_core = setup.core
     grad_core = step_core.derived(entry=f"{step_core.entry}.grad", train_step=False)
-    f64 = trainer_for(setup, step_core.lower("f64").compile("mlir"))
-    state = warmed(setup, f64)
-    batch, _ = f64.batch(setup.step)
+    f64, state, batch = origin(setup)
     reference = Reference(setup, grad_core, batch)
     grad_sites = set(launch_sites(grad_core.lower("f64").module))
     rows = []
@@ -121,6 +119,15 @@ def f64_ms(rows: list[Row], rs: list[Realization], f64: Trainer, state, t: int, 
         if r == Realization("f64", spelling=r.spelling):
             return row.ms
     return step_ms(f64, state, t, batch)
+
+
+def origin(setup: Setup) -> tuple[Trainer, State, list[Value]]:
+    """The all-f64 native trainer, the state after its warm-up, and the measured step's
+    batch: what every realization's step starts from."""
+    f64 = trainer_for(setup, setup.core.lower("f64").compile("mlir"))
+    state = warmed(setup, f64)
+    batch, _ = f64.batch(setup.step)
+    return f64, state, batch
 
 
 def trainer_for(setup: Setup, compiled) -> Trainer:
@@ -158,22 +165,33 @@ class Reference:
         self.batch = batch
         self.t = setup.step
         self.bits = setup.bits
-        self.done: dict[tuple, tuple[Value, Value]] = {}
+        self.steps: dict[tuple, Value] = {}
+        self.grads: dict[tuple, Value] = {}
 
     def at(self, state: State) -> tuple[Value, Value]:
         """(θ′, g): the exact step's parameters and the exact gradient from `state`, whose
         leaves are in the types it was rounded to."""
-        key = tuple(np.asarray(t.data).dtype.str for t in _tensors(state))
-        if key not in self.done:
+        return self.new_at(state), self.grad_at(state)
+
+    def new_at(self, state: State) -> Value:
+        """θ′, the exact step's parameters from `state` (computed once a state)."""
+        key = _key(state)
+        if key not in self.steps:
             args = self.step.call_args(state, self.t, self.batch)
-            out = self.step.backend.call(args, self.step.context(self.t), SYMBOL)
-            g = self.grad.call([state.params, *self.batch], self.step.context(self.t))
-            self.done[key] = (out[3], g)
-        return self.done[key]
+            self.steps[key] = self.step.backend.call(args, self.step.context(self.t), SYMBOL)[3]
+        return self.steps[key]
+
+    def grad_at(self, state: State) -> Value:
+        """g, the exact gradient from `state` (computed once a state)."""
+        key = _key(state)
+        if key not in self.grads:
+            ctx = self.step.context(self.t)
+            self.grads[key] = self.grad.call([state.params, *self.batch], ctx)
+        return self.grads[key]
 
     def update(self, state: State) -> float:
         """‖θ′ − θ‖₂ / ‖θ‖₂ of the exact step from `state`."""
-        new, _ = self.at(state)
+        new = self.new_at(state)
         return distance(new, state.params, self.bits) / distance(state.params, None, self.bits)
 
 
@@ -189,15 +207,11 @@ def measured_row(
     """`r`'s row: its step (on `trainer`) and gradient (on `grad_backend`) from `state`
     rounded to the types its step stores, against the exact ones from there."""
     t, bits = setup.step, setup.bits
-    ctx = trainer.context(t)
-    start = stored(
-        state, trainer.backend.call(trainer.call_args(state, t, batch), ctx, trainer.symbol)
-    )
+    start, out = realized_step(trainer, state, t, batch)
     new, g = reference.at(start)
     ms = step_ms(trainer, start, t, batch)
-    out = trainer.backend.call(trainer.call_args(start, t, batch), ctx, trainer.symbol)
     read = parameter_values(start.params, r, native=True)
-    g_hat = grad_backend.call([read, *batch], ctx)
+    g_hat = grad_backend.call([read, *batch], trainer.context(t))
     update = distance(new, start.params, bits)
     return Row(
         r.label if r.spelling != RECIPE else RECIPE,
@@ -206,6 +220,26 @@ def measured_row(
         distance(g_hat, g, bits) / distance(g, None, bits),
         ms,
     )
+
+
+def update_gap(
+    setup: Setup, r: Realization, state: State, batch: list[Value], reference: Reference
+) -> float:
+    """‖θ̂′ − θ′‖₂ / ‖θ′ − θ‖₂ of one native step under `r` from `state` (rounded to the
+    types `r`'s step stores), against the exact step from there (`reference`'s)."""
+    trainer = trainer_for(setup, setup.core.lower(r).compile("mlir"))
+    start, out = realized_step(trainer, state, setup.step, batch)
+    new = reference.new_at(start)
+    return distance(out[3], new, setup.bits) / distance(new, start.params, setup.bits)
+
+
+def realized_step(trainer: Trainer, state: State, t: int, batch: list[Value]) -> tuple:
+    """(start, out): `state` rounded to the types `trainer`'s step stores (a first step
+    tells them), and the step's outputs from there."""
+    ctx = trainer.context(t)
+    first = trainer.backend.call(trainer.call_args(state, t, batch), ctx, trainer.symbol)
+    start = stored(state, first)
+    return start, trainer.backend.call(trainer.call_args(start, t, batch), ctx, trainer.symbol)
 
 
 def stored(state: State, out: tuple) -> State:
@@ -254,6 +288,11 @@ def distance(x: Value, y: Value | None, bits: int) -> float:
 def _finite(t: Tensor) -> bool:
     a = np.asarray(t.data)
     return a.dtype == object or bool(np.all(np.isfinite(a.astype(np.float64))))
+
+
+def _key(state: State) -> tuple:
+    """A state's leaves' types: the state was rounded to them, so they fix it."""
+    return tuple(np.asarray(t.data).dtype.str for t in _tensors(state))
 
 
 def _tensors(state: State) -> list[Tensor]:
