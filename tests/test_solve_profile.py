@@ -6,6 +6,7 @@ stored in one type is read by a kernel of another."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -87,3 +88,13 @@ def test_the_solver_leaves_a_lone_value_wide_when_its_conversions_cost_more_than
 def test_a_chain_narrowed_together_pays_no_conversion_inside_it(tmp_path):
     menu = chain_menu(profile_file(tmp_path, convert_fixed=1e-3), "abc")
     assert solved(menu) == dict.fromkeys("abc", "bf16")
+
+
+def test_rule_2_counts_time_under_a_profile(tmp_path):
+    # a value of few bytes whose kernel computes much saves time in f32 though it saves
+    # few bytes: with a profile it is offered; a kernel computing little is not
+    heavy = chain_menu(profile_file(tmp_path, bf16_work_rate=1e9), "abc", work=1000)
+    light = chain_menu(profile_file(tmp_path, bf16_work_rate=1e9), "abc", work=1)
+    assert replace(heavy, min_gain=1e-3).saves_time("b")
+    assert not replace(light, min_gain=0.5).saves_time("b")
+    assert not replace(heavy, timing=None).saves_time("b")

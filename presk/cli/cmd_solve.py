@@ -449,11 +449,18 @@ def _rules(s: Solution) -> str:
     least = m.min_gain * m.all_f64
     return (
         f"rules: rule 1 (one element) left out {len(left['rule 1'])}{_names(left['rule 1'])}; "
-        f"rule 2 (first narrowing saves < θ·B = {least:.4g} bytes) left out "
+        f"rule 2 (first narrowing saves < θ·B = {least:.4g} bytes{_in_time(m)}) left out "
         f"{len(left['rule 2'])}{_names(left['rule 2'])}; "
         f"not reached by the sweep (sensitivity unknown) {len(left['unreached'])}"
         f"{_names(left['unreached'])}"
     )
+
+
+def _in_time(m) -> str:
+    """Rule 2's measure in time, with a profile."""
+    if m.timing is None:
+        return ""
+    return f" and < θ·T̂ = {m.min_gain * m.seconds({}) * 1e6:.3g} µs at its own kernel"
 
 
 def _names(keys: list[str], shown: int = 4) -> str:

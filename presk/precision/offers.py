@@ -21,7 +21,8 @@ Two kinds of value are offered (docs/precision.md, section 7):
 A value the sensitivity sweep did not reach has no known sensitivity and is not offered:
 an absence is not a zero. Two rules leave out values that can only add error: (1) a value
 of one element; (2) a value whose first narrowing, f64 to f32, saves less than θ·B bytes,
-B the all-f64 traffic. A value not offered stays f64; a parameter's term is still charged
+B the all-f64 traffic (with a profile, and less than θ of the all-f64 predicted time at its
+own kernel). A value not offered stays f64; a parameter's term is still charged
 wherever a narrower kernel reads it.
 
 The objective is traffic, or with a profile (presk/precision/profile.py) predicted time:
@@ -146,6 +147,14 @@ class Menu:
             return self.own_seconds(key, rung) - self.own_seconds(key, to)
         return self.seconds(assignment) - self.seconds({**assignment, key: to})
 
+    def saves_time(self, key: str) -> bool:
+        """With a profile, whether narrowing `key` to f32 saves at least θ of the all-f64
+        predicted time at its own kernel: a value of few bytes whose kernel computes much
+        (a cross-entropy's, reading every logit) is offered by rule 2's measure in time."""
+        if self.timing is None:
+            return False
+        return self.saving({}, key, "f32", edges=False) >= self.min_gain * self.seconds({})
+
     def own_seconds(self, key: str, t: str) -> float:
         """A stored value's kernel at its roofline in `t`, or a parameter's bytes in `t`
         read once."""
@@ -258,13 +267,14 @@ def menu(
     if integers:
         params = _with_integers(core, envelope, found, params, over, integers)
     all_f64 = sum(BYTES["f64"] * p.elements for p in (*values.values(), *params.values()))
+    timing = None if profile is None else _timing(profile, kernels, envelope, values)
+    priced = Menu(values, params, (), {}, all_f64, min_gain, timing, over)
     left_out: dict[str, list[str]] = {rule: [] for rule in RULES}
     offered = []
     for p in (*values.values(), *params.values()):
-        rule = _rule(p, min_gain * all_f64)
+        rule = _rule(p, min_gain * all_f64, priced.saves_time(p.key))
         (left_out[rule] if rule else offered).append(p.key)
-    timing = None if profile is None else _timing(profile, kernels, envelope, values)
-    return Menu(values, params, tuple(offered), left_out, all_f64, min_gain, timing, over)
+    return replace(priced, offered=tuple(offered), left_out=left_out)
 
 
 def _scale_axes(core: Core, params: dict[str, Priced], matrices: bool) -> dict[str, int]:
@@ -324,11 +334,11 @@ def _timing(profile: Profile, kernels, envelope: Envelope, values: dict[str, Pri
     )
 
 
-def _rule(p: Priced, least_saving: float) -> str | None:
+def _rule(p: Priced, least_saving: float, saves_time: bool = False) -> str | None:
     """Why `p` is not offered, or None."""
     if p.elements == 1:
         return "rule 1"
-    if p.saving("f32") < least_saving:
+    if p.saving("f32") < least_saving and not saves_time:
         return "rule 2"
     if p.terms is None:
         return "unreached"
