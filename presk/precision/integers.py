@@ -1,4 +1,4 @@
-"""Integer weights as rungs of `presk solve` (docs/precision.md, section 7).
+"""Integer weights as rungs of `presk solve` (docs/precision.md, section 8).
 
 A rung is a float type (`f64`, `f32`, `bf16`) or an integer one: `int8`, `int4`, each
 under absmax scales or, spelled `int8/pow2` and `int4/pow2`, power-of-two ones. Integers

@@ -1,5 +1,5 @@
 """presk calibrate --step: one training step under realizations against the exact step
-(docs/precision.md, section 7).
+(docs/precision.md, section 11).
 
 From trained parameters, `warmup` steps natively in f64 (AdamW's moments zero at the
 first, so that v is not zero at the measured one) give a state (θ, m, v). Each

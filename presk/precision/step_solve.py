@@ -1,5 +1,5 @@
 """presk solve --step: a budget on one training step's update gap in, a realization of the
-step out, chosen by measurement (docs/precision.md, section 7).
+step out, chosen by measurement (docs/precision.md, section 11).
 
 The budget ε binds ‖θ̂′ − θ′‖₂ / ‖θ′ − θ‖₂, the update gap `presk calibrate --step`
 measures (presk/precision/step_gap.py), from the same state: trained parameters and
