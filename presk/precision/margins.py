@@ -1,5 +1,5 @@
 """`presk margins`: a budget on the logits from an accuracy target (docs/precision.md,
-section 7).
+section 10).
 
 A decision is the argmax of an entry's logits at a position, and its margin the top
 logit minus the second. A realization within g of every logit can change a decision
