@@ -95,6 +95,9 @@ class Schedule:
         self.backend = backend
         self.steps: list = []
         self.labels: list[Launch | str] = []  # each step's, for a breakdown
+        # checks of the arguments alone (the tokens' range): run first, so the launches
+        # between them stay one segment and a bad argument stops the call before any work
+        self.checks: list[tuple[object, str]] = []
         self.profile = None  # a breakdown.Profile timing each replay, when set
         self.arena = 0
         self.consts: list[np.ndarray] = []
@@ -114,6 +117,8 @@ class Schedule:
         ]
         host = Host(backend.program, self._apply, self._stack)
         self.result = host.call(entry, args, CallContext(training=training))
+        self.steps = [step for step, _ in self.checks] + self.steps
+        self.labels = [label for _, label in self.checks] + self.labels
         self.segments = self._segmented()  # the steps a call runs, with their labels
 
     def _segmented(self) -> list[tuple[object, Launch | str | list[Launch]]]:
@@ -159,8 +164,9 @@ class Schedule:
         self.steps.append(step)
         self.labels.append(label)
 
-    def _host_step(self, op, fn, label: str) -> None:
-        """A step of host work on data (`label` names it), its errors located at `op`."""
+    def _host_step(self, op, fn, label: str, first: bool = False) -> None:
+        """A step of host work on data (`label` names it), its errors located at `op`; with
+        `first`, one that reads only the arguments, run before every other step."""
 
         def step(regions, arrays, ctx):
             try:
@@ -169,7 +175,10 @@ class Schedule:
                 locate(e, op)
                 raise
 
-        self._add(step, label)
+        if first:
+            self.checks.append((step, label))
+        else:
+            self._add(step, label)
 
     def _stack(self, layers: list[Buf]) -> Buf:
         first = layers[0]
@@ -230,7 +239,7 @@ class Schedule:
             def check(arrays, ctx):
                 plan.check(ins, view(indices, arrays))
 
-            self._host_step(op, check, "host: gather check")
+            self._host_step(op, check, "host: gather check", first=indices.region != ARENA)
         kernel = self.backend.kernels[plan.kernel]
         buffers = [(b.region, b.offset) for b in bufs]
         self._add(self.backend.launch_step(kernel, buffers), Launch(op.site, kernel, buffers))
