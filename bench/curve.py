@@ -62,15 +62,41 @@ TRAIN = ("--dim", "B=8", "--backend", "mlir", "--lr", "0.003", "--quiet")
 SEEDS = (1, 2)  # all-f64's other seeds, the yardstick
 
 
-def arguments() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_model_args(ap: argparse.ArgumentParser, dims: str) -> None:
+    """The corpus GPT's flags: where its files go, its checkpoint (or the steps to train
+    one), its data and its consts and dims (`dims` says the defaults)."""
     ap.add_argument("--work", required=True, type=Path, help="where data and records go")
     trained = ap.add_mutually_exclusive_group(required=True)
     trained.add_argument("--checkpoint", help="trained weights (at the same D, H, L and T)")
     trained.add_argument("--train", type=int, metavar="STEPS", help="train this many steps")
     ap.add_argument("--data", help="a `presk data` file of T-token windows (default: made)")
     ap.add_argument("--const", action="append", default=[], metavar="NAME=N")
-    ap.add_argument("--dim", action="append", default=[], metavar="NAME=N", help="T=64")
+    ap.add_argument("--dim", action="append", default=[], metavar="NAME=N", help=dims)
+
+
+def trained_model(opts, dims: dict[str, int]):
+    """The corpus GPT the flags of `add_model_args` name: its consts, dims (over `dims`),
+    its flags for presk without the batch, its data file and checkpoint, each made when
+    not given (the data from the corpus's texts, the checkpoint by `--train` steps)."""
+    consts = {"D": 64, "H": 2, "L": 2} | parse_assignments(opts.const, "--const", "E3007")
+    dims = dims | parse_assignments(opts.dim, "--dim", "E3004")
+    model = [f for k, v in consts.items() for f in ("--const", f"{k}={v}")]
+    model += [f for k, v in dims.items() if k != "B" for f in ("--dim", f"{k}={v}")]
+    opts.work.mkdir(parents=True, exist_ok=True)
+    data = opts.data or str(opts.work / f"text{dims['T']}.psk.d")
+    if opts.data is None:
+        texts = sorted((REPO / "corpus" / "nlp" / "data").glob("*.txt"))
+        run("data", *texts, "--window", dims["T"], "--out", data)
+    checkpoint = opts.checkpoint or str(opts.work / "gpt" / "checkpoint.psk.d")
+    if opts.train:
+        run("train", PROGRAM, "--entry", "loss", *model, *TRAIN, "--data", data,
+            "--steps", opts.train, "--out", opts.work / "gpt")  # fmt: skip
+    return consts, dims, model, data, checkpoint
+
+
+def arguments() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_model_args(ap, "T=64")
     ap.add_argument("--batch", type=int, default=2, help="windows a sample (default 2)")
     ap.add_argument("--samples", type=int, default=2, help="the envelope's (default 2)")
     ap.add_argument("--heldout", type=int, default=2, help="held-out samples (default 2)")
@@ -100,21 +126,9 @@ def run(*args: str, capture: bool = False) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     opts = arguments().parse_args(argv)
-    consts = {"D": 64, "H": 2, "L": 2} | parse_assignments(opts.const, "--const", "E3007")
-    dims = {"T": 64} | parse_assignments(opts.dim, "--dim", "E3004")
-    model = [f for k, v in consts.items() for f in ("--const", f"{k}={v}")]
-    model += [f for k, v in dims.items() if k != "B" for f in ("--dim", f"{k}={v}")]
     workers = opts.workers or default_threads()
-    opts.work.mkdir(parents=True, exist_ok=True)
     print(f"{time.strftime('%Y-%m-%d', time.gmtime())}, {machine()}, workers: {workers}")
-    data = opts.data or str(opts.work / f"text{dims['T']}.psk.d")
-    if opts.data is None:
-        texts = sorted((REPO / "corpus" / "nlp" / "data").glob("*.txt"))
-        run("data", *texts, "--window", dims["T"], "--out", data)
-    checkpoint = opts.checkpoint or str(opts.work / "gpt" / "checkpoint.psk.d")
-    if opts.train:
-        run("train", PROGRAM, "--entry", "loss", *model, *TRAIN, "--data", data,
-            "--steps", opts.train, "--out", opts.work / "gpt")  # fmt: skip
+    consts, dims, model, data, checkpoint = trained_model(opts, {"T": 64})
     loss = [PROGRAM, "--entry", "loss", *model, "--dim", f"B={opts.batch}"]
     env = str(opts.work / "envelope.json")
     core = presk.load(PROGRAM).elaborate("loss", {**dims, "B": opts.batch}, consts)

@@ -31,11 +31,10 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from curve import PROGRAM, run  # noqa: E402
+from curve import PROGRAM, add_model_args, trained_model  # noqa: E402
 
 import presk  # noqa: E402
-from presk.front import ast  # noqa: E402
-from presk.front.bindings import parse_assignments  # noqa: E402
+from presk.precision.integers import declared_ranks  # noqa: E402
 from presk.precision.quant_split import TRUE_WEIGHTS, Split, exact_output, sample, split  # noqa: E402
 from presk.realize import Quant, Realization  # noqa: E402
 from presk.toolchain import machine  # noqa: E402
@@ -49,13 +48,7 @@ INTEGERS = [("int8", 8, "absmax"), ("int8 pow2", 8, "pow2"), ("int4", 4, "absmax
 
 def arguments() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--work", required=True, type=Path, help="where data and records go")
-    trained = ap.add_mutually_exclusive_group(required=True)
-    trained.add_argument("--checkpoint", help="trained weights (at the same D, H, L and T)")
-    trained.add_argument("--train", type=int, metavar="STEPS", help="train this many steps")
-    ap.add_argument("--data", help="a `presk data` file of T-token windows (default: made)")
-    ap.add_argument("--const", action="append", default=[], metavar="NAME=N")
-    ap.add_argument("--dim", action="append", default=[], metavar="NAME=N", help="T=64, B=2")
+    add_model_args(ap, "T=64, B=2")
     ap.add_argument("--bits", type=int, default=64, help="the reference's (default 64)")
     ap.add_argument("--backend", choices=("kernel", "mlir"), default="mlir")
     return ap
@@ -63,21 +56,8 @@ def arguments() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     opts = arguments().parse_args(argv)
-    consts = {"D": 64, "H": 2, "L": 2} | parse_assignments(opts.const, "--const", "E3007")
-    dims = {"T": 64, "B": 2} | parse_assignments(opts.dim, "--dim", "E3004")
-    model = [f for k, v in consts.items() for f in ("--const", f"{k}={v}")]
-    model += [f for k, v in dims.items() if k != "B" for f in ("--dim", f"{k}={v}")]
-    opts.work.mkdir(parents=True, exist_ok=True)
     print(f"{time.strftime('%Y-%m-%d', time.gmtime())}, {machine()}")
-    data = opts.data or str(opts.work / f"text{dims['T']}.psk.d")
-    if opts.data is None:
-        texts = sorted((REPO / "corpus" / "nlp" / "data").glob("*.txt"))
-        run("data", *texts, "--window", dims["T"], "--out", data)
-    checkpoint = opts.checkpoint or str(opts.work / "gpt" / "checkpoint.psk.d")
-    if opts.train:
-        train = ("--dim", "B=8", "--backend", "mlir", "--lr", "0.003", "--quiet")
-        run("train", PROGRAM, "--entry", "loss", *model, *train, "--data", data,
-            "--steps", opts.train, "--out", opts.work / "gpt")  # fmt: skip
+    consts, dims, _, data, checkpoint = trained_model(opts, {"T": 64, "B": 2})
     core = presk.load(PROGRAM).elaborate("loss", dims, consts)
     table(core, opts, data, checkpoint)
     return 0
@@ -94,19 +74,7 @@ def realizations(core) -> dict[str, Realization]:
 
 def matrices(core) -> list[str]:
     """The paths of the parameters declared of rank two (a stacked bias is not one)."""
-    tree = core.program.ast
-    found = []
-
-    def walk(defn: ast.ModuleDef, prefix: str) -> None:
-        for m in defn.members:
-            path = f"{prefix}.{m.name}" if prefix else m.name
-            if isinstance(m, ast.ParamDef) and len(m.type.axes) == 2:
-                found.append(path)
-            elif isinstance(m, ast.SubDef):
-                walk(tree.modules[m.module], path)
-
-    walk(tree.modules[core.view.attrs["psk.module"].split("{")[0]], "")
-    return found
+    return [path for path, rank in declared_ranks(core).items() if rank == 2]
 
 
 def record(r: Realization) -> dict:
