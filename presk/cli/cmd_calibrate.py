@@ -9,9 +9,10 @@ import datetime
 import os
 import sys
 
-from presk.cli.common import count, positive_count, seed_number
+from presk.cli.common import count, positive_count
 from presk.cli.programs import (
     add_program_args,
+    add_seed_arg,
     add_warmup_args,
     elaborate_args,
     load_program,
@@ -65,12 +66,7 @@ def configure(p) -> None:
     p.add_argument(
         "--first", type=count, default=0, metavar="I", help="the first sample's index (default 0)"
     )
-    p.add_argument(
-        "--seed",
-        type=seed_number,
-        default=0,
-        help="seed of the initial parameters and drawn inputs (default 0)",
-    )
+    add_seed_arg(p)
     p.add_argument(
         "--grain",
         choices=GRAINS,

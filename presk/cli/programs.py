@@ -65,6 +65,15 @@ def elaborate_args(args, program: api.Program | None = None, train_step: bool = 
 reference_bits = whole_number(2, MAX_BITS, f"a whole number of bits from 2 to {MAX_BITS}")
 
 
+def add_seed_arg(p) -> None:
+    p.add_argument(
+        "--seed",
+        type=seed_number,
+        default=0,
+        help="seed of the initial parameters and drawn inputs (default 0)",
+    )
+
+
 def add_sample_args(p, machine_backend: str) -> None:
     """The flags of a command that runs one sample of an entry on a machine backend beside
     the exact reference: its parameters (`--weights`), inputs (`--data`, else drawn from
@@ -81,12 +90,7 @@ def add_sample_args(p, machine_backend: str) -> None:
         help="token windows from `presk data`: the inputs are its first batch of training "
         "windows; without it they are drawn as `presk run --seed` draws them",
     )
-    p.add_argument(
-        "--seed",
-        type=seed_number,
-        default=0,
-        help="seed of the initial parameters and drawn inputs (default 0)",
-    )
+    add_seed_arg(p)
     p.add_argument(
         "--bits",
         type=reference_bits,
