@@ -228,7 +228,14 @@ def quality(core, solutions: dict[str, Solution], model: list[str], data: str, o
     def trained_row(name: str, traffic: str, gap: str, ckpt: str) -> str:
         loss = runs.loss(ckpt)
         vs = f"{loss - base:+.1e}" if loss != base else "0"
-        cells = (name, traffic, gap, f"{loss:.6f}", vs, f"{_distance(core, ckpt, f64):.2e}")
+        cells = (
+            name,
+            traffic,
+            gap,
+            f"{loss:.6f}",
+            vs,
+            f"{parameter_distance(core, ckpt, f64):.2e}",
+        )
         return "| " + " | ".join(cells) + f" | {Path(ckpt).parent.name} |"
 
     rows = [trained_row("all-f64", "1.000×", "—", f64)]
@@ -284,7 +291,7 @@ class Runs:
         return self.losses[checkpoint]
 
 
-def _distance(core, weights: str, reference: str) -> float:
+def parameter_distance(core, weights: str, reference: str) -> float:
     """‖θ − θ_ref‖₂/‖θ_ref‖₂ over every parameter."""
     theta, ref = (
         np.concatenate([a.ravel() for a in core.params(weights=w).values()])

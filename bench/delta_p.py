@@ -43,7 +43,7 @@ from curve import PROGRAM  # noqa: E402
 import presk  # noqa: E402
 from presk.api import Core, Kernels  # noqa: E402
 from presk.front.bindings import parse_assignments  # noqa: E402
-from presk.precision.quant_split import Gap, Sample, _gap, _largest, outputs, sample  # noqa: E402
+from presk.precision.quant_split import Gap, Sample, largest_magnitude, output_gap, outputs, sample  # noqa: E402
 from presk.toolchain import machine  # noqa: E402
 from presk.train.loop import sci  # noqa: E402
 
@@ -153,10 +153,10 @@ def rows(name: str, runs: dict, seconds: dict, bits: list[int]) -> list[str]:
     # two numbers of at most `most` bits, less than `most` binades apart (any two outputs
     # that agree to a bit), differ by a number of at most 2·most bits: exactly
     exact_bits = 2 * most
-    magnitude = _largest(runs[most], exact_bits)
+    magnitude = largest_magnitude(runs[most], exact_bits)
 
     def gap(p: int, q: int) -> Gap:
-        return _gap(runs[p], runs[q], magnitude, exact_bits)
+        return output_gap(runs[p], runs[q], magnitude, exact_bits)
 
     deltas = {p: gap(p, 2 * p) for p in bits if 2 * p in runs}
     lines = []

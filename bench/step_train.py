@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 import curve  # noqa: E402
-from curve import PROGRAM, SEEDS, Runs, _distance, run  # noqa: E402
+from curve import PROGRAM, SEEDS, Runs, parameter_distance, run  # noqa: E402
 
 import presk  # noqa: E402
 from presk.precision.step_gap import recipe  # noqa: E402
@@ -104,7 +104,7 @@ def trajectory(solved: dict[str, Path], data: str, opts) -> None:
     for name, ckpt in rows.items():
         loss, ms = runs.loss(ckpt), step_ms(ckpt)
         vs = f"{loss - base:+.1e}" if loss != base else "0"
-        distance = f"{_distance(core, ckpt, f64):.2e}" if ckpt != f64 else "0"
+        distance = f"{parameter_distance(core, ckpt, f64):.2e}" if ckpt != f64 else "0"
         print(f"| {name} | {loss:.6f} | {vs} | {distance} | {ms:.1f} | {ms / base_ms:.2f}× |")
     print(f"\ntraining and evaluation took {(time.perf_counter() - start) / 60:.0f} min")
 

@@ -8,19 +8,19 @@ from presk.errors import IRError, Span
 from presk.fileio import source_line
 
 
-def _file_location(loc: ir.Location):
+def file_location(loc: ir.Location):
     """The innermost file:line:col of a location, or None."""
     if loc.is_a_file():
         return loc
     if loc.is_a_callsite():
-        return _file_location(loc.callee)
+        return file_location(loc.callee)
     if loc.is_a_fused():
         for sub in loc.locations:
-            found = _file_location(sub)
+            found = file_location(sub)
             if found is not None:
                 return found
     if loc.is_a_name():
-        return _file_location(loc.child_loc)
+        return file_location(loc.child_loc)
     return None
 
 
@@ -32,7 +32,7 @@ def ir_error(
     if not diags:
         return IRError(str(err).strip().splitlines()[-1])
     d = diags[0]
-    loc = _file_location(d.location)
+    loc = file_location(d.location)
     span = source = None
     if loc is not None:
         line = loc.start_line + line_offset
@@ -50,7 +50,7 @@ def compile_error(err: ir.MLIRError) -> IRError:
     own file with its source line (E2020: what presk cannot compile, such as a second
     derivative)."""
     diags = list(err.error_diagnostics)
-    loc = _file_location(diags[0].location) if diags else None
+    loc = file_location(diags[0].location) if diags else None
     error = ir_error(err, loc.filename if loc is not None else "<module>")
     if error.span is not None:
         error.source_line = source_line(error.span.file, error.span.line)

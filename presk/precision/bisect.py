@@ -41,7 +41,7 @@ from presk.backends.schedule import Schedule, materialized
 from presk.kernel.machine import ELEMENTS
 from presk.precision.rules import UNIT
 from presk.precision.samples import sample_arguments
-from presk.precision.sensitivity import _site_descriptions
+from presk.precision.sensitivity import site_descriptions
 from presk.prims import exact
 from presk.quantize import Quantized
 from presk.runtime.values import leaves
@@ -255,7 +255,7 @@ def _rounding(data) -> float:
 
 def _rows(core: Core, runs: list[LaunchRun]) -> list[Row]:
     """A row a site, in the order sites first ran: its run of largest own gap."""
-    described = _site_descriptions(core)
+    described = site_descriptions(core)
     by_site: dict[str, list[LaunchRun]] = {}
     for run in runs:
         by_site.setdefault(run.site, []).append(run)

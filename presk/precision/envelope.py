@@ -257,7 +257,8 @@ SCHEMA = _record(
 )
 
 
-def _json(x: float) -> float | str:
+def json_number(x: float) -> float | str:
+    """A number as the files write it: "inf" for an infinite one."""
     return x if math.isfinite(x) else "inf"
 
 
@@ -279,24 +280,24 @@ def _sites_json(sites: dict[str, SiteEnvelope]) -> dict:
     for site, s in sites.items():
         rec = {
             "op": s.op,
-            "magnitude": _json(s.magnitude),
-            "rounding": {t: _json(s.rounding[t]) for t in TYPES},
+            "magnitude": json_number(s.magnitude),
+            "rounding": {t: json_number(s.rounding[t]) for t in TYPES},
             "count": s.count,
             "work": s.work,
         }
         if s.sum is not None:
             rec["sum"] = {
                 "terms": s.sum.terms,
-                "abs_sum": _json(s.sum.abs_sum),
-                "rss": _json(s.sum.rss),
-                "factors": [_json(x) for x in s.sum.factors],
-                "rss_factors": [_json(x) for x in s.sum.rss_factors],
+                "abs_sum": json_number(s.sum.abs_sum),
+                "rss": json_number(s.sum.rss),
+                "factors": [json_number(x) for x in s.sum.factors],
+                "rss_factors": [json_number(x) for x in s.sum.rss_factors],
             }
         if s.grain is not None:
             rec["grain"] = {
                 "kind": s.grain.kind,
-                "magnitude": [_json(x) for x in s.grain.magnitude],
-                "rounding": {t: [_json(x) for x in s.grain.rounding[t]] for t in TYPES},
+                "magnitude": [json_number(x) for x in s.grain.magnitude],
+                "rounding": {t: [json_number(x) for x in s.grain.rounding[t]] for t in TYPES},
             }
         out[site] = rec
     return out

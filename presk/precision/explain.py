@@ -32,14 +32,13 @@ from presk.core.fusion import group_roots
 from presk.core.text import core_text
 from presk.errors import RealizationError, ToolchainError, UsageError
 from presk.fileio import source_line
-from presk.ir.diagnostics import _file_location as file_location
+from presk.ir.diagnostics import file_location
 from presk.ir.ops import site_of, string_attr, walk_ops
 from presk.kernel.text import kernel_text
-from presk.precision.envelope import site_order
+from presk.precision.envelope import json_number, site_order
 from presk.precision.integers import rung_name
 from presk.precision.offers import BYTES, RULES
 from presk.precision.solve import Solution
-from presk.precision.solve import _json as json_number
 from presk.realize import Realization, read_json
 from presk.schemas import MOVES
 from presk.toolchain import llvm_tool

@@ -117,11 +117,11 @@ def split(
     truth = truth if truth is not None else exact_output(core, s, TRUE_WEIGHTS, bits)
     stored = exact_output(core, s, realization, bits) if _moves_weights(realization) else truth
     native = outputs(machine, s)
-    magnitude = _largest(truth, bits)
+    magnitude = largest_magnitude(truth, bits)
     return Split(
-        _gap(stored, truth, magnitude, bits),
-        _gap(native, stored, magnitude, bits),
-        _gap(native, truth, magnitude, bits),
+        output_gap(stored, truth, magnitude, bits),
+        output_gap(native, stored, magnitude, bits),
+        output_gap(native, truth, magnitude, bits),
         magnitude,
         *weight_bytes(core, s, realization),
     )
@@ -132,7 +132,7 @@ def _moves_weights(r: Realization) -> bool:
     return bool(r.params or r.quant)
 
 
-def _gap(xs: list, ys: list, magnitude: float, bits: int) -> Gap:
+def output_gap(xs: list, ys: list, magnitude: float, bits: int) -> Gap:
     """The largest |x − y| over the leaves' elements, taken in MPFR (+∞ where a machine
     number is not finite: an overflow is not a small gap)."""
     largest = 0.0
@@ -151,7 +151,7 @@ def _finite(a) -> bool:
     return a.dtype == object or bool(np.all(np.isfinite(a)))
 
 
-def _largest(xs: list, bits: int) -> float:
+def largest_magnitude(xs: list, bits: int) -> float:
     with exact.context(max(bits, 53)):
         return max((float(np.max(np.abs(exact.exact(x)))) for x in xs), default=0.0)
 

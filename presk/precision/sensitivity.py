@@ -113,7 +113,7 @@ def sensitivities(
     args = _arguments(core, seed, weights, sample)
     with exact.context(bits):  # every sum of exact magnitudes at the reference's precision
         cts = backend.call(args, CallContext(seed=seed))
-        rows = recorder.rows(_site_descriptions(vjp)) + _input_rows(core, args[:-1], cts)
+        rows = recorder.rows(site_descriptions(vjp)) + _input_rows(core, args[:-1], cts)
     rows.sort(key=lambda r: (-r.l1, r.key))
     kept = _gradients(core, cts) if keep_gradients else {}
     return Sensitivities(core.entry, rows, weights, sweep, kept)
@@ -340,7 +340,7 @@ def total(a: np.ndarray):
     return sum(a.flat) if a.dtype == object else float(np.sum(a))
 
 
-def _site_descriptions(core: Core) -> dict[str, tuple[str, str]]:
+def site_descriptions(core: Core) -> dict[str, tuple[str, str]]:
     """Each forward site's op (with its `let` name) and source line."""
     out: dict[str, tuple[str, str]] = {}
     for fn in core.view.functions.values():

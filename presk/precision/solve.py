@@ -41,7 +41,7 @@ from presk.api import Core
 from presk.errors import BindingError, UsageError
 from presk.precision.bound import exact_output, gap_to
 from presk.precision.calibrate import Job, on_processes
-from presk.precision.envelope import Envelope, Meta
+from presk.precision.envelope import Envelope, Meta, json_number
 from presk.precision.integers import INTEGER_RUNGS, is_integer, quant_of
 from presk.precision.offers import RUNGS, Menu, estimate
 from presk.precision.samples import sample_arguments
@@ -86,10 +86,10 @@ class Move:
             "from": self.rung,
             "to": self.to,
             "outcome": self.outcome,
-            "estimate": _json(self.estimate),
+            "estimate": json_number(self.estimate),
         }
         if self.gap is not None:
-            out["gap"] = _json(self.gap)
+            out["gap"] = json_number(self.gap)
         return out
 
 
@@ -508,7 +508,3 @@ def _priced(terms: dict[str, float], own: np.ndarray, reader: np.ndarray) -> np.
     floats = table[np.maximum(own, reader)]
     again = np.where(reader > RUNGS.index("f32"), table[reader], 0.0)
     return np.where(own >= len(RUNGS), np.maximum(table[own], again), floats)
-
-
-def _json(x: float) -> float | str:
-    return x if math.isfinite(x) else "inf"
