@@ -74,6 +74,27 @@ def prim_cases() -> list[Case]:
     ]
 
 
+# The cases tests/data/prims.psk cannot hold (more_prims.psk's header says why): `sample`, whose
+# index output is compared for equality, and each adjoint op, reached by the `.vjp` of one
+# primitive (the language has no name for them); asserted as the primitives are.
+MORE_PRIMS = "tests/conformance/more_prims.psk"
+SAMPLE = Case("prim sample", MORE_PRIMS, "sample_", PRIM_DIMS, (), selects=TYPES)
+ADJOINT_OPS = (
+    "dot_vjp_l",
+    "dot_vjp_r",
+    "expand",
+    "sum_to",
+    "broadcast_like",
+    "reduce_max_vjp",
+    "cross_entropy_vjp",
+    "embed_vjp",
+    "gt",
+)
+ADJOINTS = [
+    Case(f"adjoint {op}", MORE_PRIMS, f"{op}_", PRIM_DIMS, ("f64", "f32")) for op in ADJOINT_OPS
+]
+
+
 TINY = ("B=2", "T=8")
 EXAMPLES = [
     Case("mse", "tutorial/02_regression.psk", "MLP{4, 8, 1}.mse", ("N=16",)),
@@ -128,8 +149,9 @@ OUTER = [
 
 
 def all_cases() -> list[Case]:
-    """Every case the tests run: the primitives, the examples (plain and drawn), OUTER."""
-    return prim_cases() + EXAMPLES + DRAWN + OUTER
+    """Every case the tests run: the primitives, sample and the adjoint ops, the examples
+    (plain and drawn), OUTER."""
+    return prim_cases() + [SAMPLE] + ADJOINTS + EXAMPLES + DRAWN + OUTER
 
 
 @cache
