@@ -37,14 +37,18 @@ class Choice:
     layout: Layout  # with epilogue set where a bias add after the nest folds into it
     cycles: float
     default_cycles: float
+    instances: tuple[Nest | Rows, ...]  # the nest of every kernel launched at the site
 
     @property
     def shape(self) -> str:
-        """The nest's sizes as `presk plan` prints them."""
-        nest = self.nest
-        if isinstance(nest, Rows):
-            return f"[{', '.join(map(str, nest.lead))}] rows of {nest.n}"
-        return f"[{', '.join(map(str, nest.lead + [nest.i, nest.j]))}] K={nest.k}"
+        return nest_shape(self.nest)
+
+
+def nest_shape(nest: Nest | Rows) -> str:
+    """A nest's sizes as `presk plan` prints them."""
+    if isinstance(nest, Rows):
+        return f"[{', '.join(map(str, nest.lead))}] rows of {nest.n}"
+    return f"[{', '.join(map(str, nest.lead + [nest.i, nest.j]))}] K={nest.k}"
 
 
 def read_rows(f) -> Rows:
@@ -61,12 +65,23 @@ def read_any(f) -> Nest | Rows:
     return read_nest(f)[0] if "psk_kernel.contraction" in f.attributes else read_rows(f)
 
 
-def candidates(nest: Nest | Rows, machine: str, target: Target) -> list[Layout]:
+def candidates(
+    nest: Nest | Rows, machine: str, target: Target, declared: Layout | None = None
+) -> list[Layout]:
+    """The points a nest can take, each alone and split. `declared`: the kernel's own
+    layout, whose realized order (interleaved partial sums) and contraction (FMA) every
+    point keeps, since a layout moves loops and never changes what is summed."""
     if isinstance(nest, Rows):
         points, depths = [Layout(form=form) for form in ROW_FORMS], len(nest.lead)
     else:
         element = MACHINES[machine].arith.itemsize
         points, depths = space(nest, machine, target.vector_bytes // element), len(nest.lead) + 3
+        if declared is not None and (declared.partials > 1 or declared.fma):
+            points = [
+                replace(p, partials=declared.partials, fma=declared.fma)
+                for p in points
+                if _takes(nest, replace(p, partials=declared.partials, fma=declared.fma), machine)
+            ]
     out = []
     for layout in points:
         out.append(layout)
@@ -79,6 +94,14 @@ def candidates(nest: Nest | Rows, machine: str, target: Target) -> list[Layout]:
                     continue
                 out.append(split)
     return out
+
+
+def _takes(nest: Nest, layout: Layout, machine: str) -> bool:
+    try:
+        check(nest, layout, machine)
+    except RealizationError:
+        return False
+    return True
 
 
 def _check(nest: Nest | Rows, layout: Layout, machine: str) -> None:
@@ -111,15 +134,19 @@ def choose(module, machine: str, target: Target) -> list[Choice]:
         )
         element = MACHINES[own].arith.itemsize
         nests = [read_any(f) for f in fs]
-        shared = [set(candidates(nest, own, target)) for nest in nests]
-        points = [p for p in candidates(nests[0], own, target) if all(p in c for c in shared)]
+        defaults = [Layout.read(f.attributes["psk_kernel.layout"]) for f in fs]
+        shared = [
+            set(candidates(n, own, target, d)) for n, d in zip(nests, defaults, strict=True)
+        ]
+        points = [
+            p for p in candidates(nests[0], own, target, defaults[0]) if all(p in c for c in shared)
+        ]
         if not points:  # no point every kernel of the site can take: it keeps its defaults
             continue
         costs = [
             (sum(predict(n, p, element, target) for n in nests), i, p) for i, p in enumerate(points)
         ]
         cycles, _, layout = min(costs)
-        defaults = [Layout.read(f.attributes["psk_kernel.layout"]) for f in fs]
         default_cycles = sum(
             predict(n, d, element, target) for n, d in zip(nests, defaults, strict=True)
         )
@@ -128,7 +155,13 @@ def choose(module, machine: str, target: Target) -> list[Choice]:
             layout = replace(layout, epilogue=True)  # one launch fewer, one pass over t fewer
         out.append(
             Choice(
-                site, fs[0].attributes["sym_name"].value, nests[0], layout, cycles, default_cycles
+                site,
+                fs[0].attributes["sym_name"].value,
+                nests[0],
+                layout,
+                cycles,
+                default_cycles,
+                tuple(nests),
             )
         )
     return out
