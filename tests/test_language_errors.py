@@ -70,6 +70,11 @@ NAMES = [
     case("unknown_name", "fn f(x : ℝ) -> ℝ {\n  x + z\n}\n", AST, "E2001", "2:7", "'z'"),
     case("unknown_size", "fn f(x : ℝ[Q]) -> ℝ {\n  sum(x)\n}\n", AST, "E2001", "1:12", "'Q'"),
     case("unknown_module", "module M {\n  sub l = Lin{3}\n}\n", AST, "E2001", "2:11", "unknown module Lin"),
+    # the adjoints' PSK-Core ops have no name in the language (docs/language.md 8.1)
+    *(
+        case(f"adjoint_{op}", f"fn f(x : ℝ[3], y : ℝ[3]) -> ℝ[3] {{\n  {op}(x, y)\n}}\n", ("--entry", "f"), "E2001", "2:3", f"'{op}'")
+        for op in ("expand", "dot_vjp_l", "dot_vjp_r", "reduce_max_vjp", "cross_entropy_vjp", "embed_vjp")
+    ),
     case("duplicate_dim", "dim B, T, B\n", AST, "E2002", "1:11", "dim B is defined twice"),
     case("duplicate_function", "fn f() -> ℝ { 1 }\nfn f() -> ℝ { 2 }\n", AST, "E2002", "2:1", "function f"),
     case("dim_and_function", "dim f\nfn f() -> ℝ { 1 }\n", AST, "E2002", "2:1", "as a dim and as a function"),

@@ -19,7 +19,20 @@ from presk.front.elaborate import CONSTANTS, INIT_KINDS, REDUCING, SPECIAL_FORMS
 from presk.prims import by_name
 from presk.prims.base import Prim, counted
 
-_HIDDEN_PRIMS = ("const", "to_real", "reduce_max", "gt")
+# PSK-Core ops the language has no name for: constants, conversions, and adjoints
+# (docs/language.md 8.1), whose attributes only the psk-vjp pass writes
+_HIDDEN_PRIMS = (
+    "const",
+    "to_real",
+    "reduce_max",
+    "gt",
+    "expand",
+    "dot_vjp_l",
+    "dot_vjp_r",
+    "reduce_max_vjp",
+    "cross_entropy_vjp",
+    "embed_vjp",
+)
 _ALIAS_FORM = "fn name = ... defines a function from grad(f) or f.vjp"
 # Levels of submodules (E2019): a real model nests a few deep; each is a level of its
 # parameter record, which much of presk walks recursively.
