@@ -122,5 +122,7 @@ def sample(logits: np.ndarray, axis: int, draw) -> np.ndarray:
     p = np.exp(x - x.max(axis=-1, keepdims=True))
     p /= p.sum(axis=-1, keepdims=True)
     u = draw().random(p.shape[:-1])
-    pick = (np.cumsum(p, axis=-1) > u[..., None]).argmax(axis=-1)
+    above = np.cumsum(p, axis=-1) > u[..., None]
+    # where rounding leaves the whole sum at or below u, the last index, as the reference
+    pick = np.where(above.any(axis=-1), above.argmax(axis=-1), x.shape[-1] - 1)
     return pick.astype(np.int64)
