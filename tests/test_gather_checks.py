@@ -41,3 +41,26 @@ def test_the_argument_checks_run_first_and_the_launches_are_one_segment(compiled
     checks = [x for x in labels if x == "host: gather check"]
     assert len(checks) == 2 and labels[:2] == checks  # the tokens' and the targets'
     assert sum(isinstance(x, list) for x in labels) == 1  # every launch in one segment
+
+
+# Targets along an axis other than the last: the check reads the row's size (T = 3), not
+# the last axis's (8), so a valid target runs and one past the row is refused before any
+# kernel reads by it.
+ROWS_NOT_LAST = """dim B, T
+fn f(x : ℝ[B, T, 8], t : nat[B, 8]) -> ℝ[B, 8] {
+  cross_entropy[T](x, t)
+}
+"""
+
+
+@pytest.mark.parametrize("backend", ["interp", "kernel", "mlir"])
+def test_targets_index_the_rows_axis_wherever_it_is(tmp_path, backend):
+    path = tmp_path / "rows.psk"
+    path.write_text(ROWS_NOT_LAST)
+    core = api.load(str(path)).elaborate("f", {"B": 1, "T": 3})
+    f = core.lower("f64").compile(backend)
+    x = np.linspace(-1, 1, 24).reshape(1, 3, 8)
+    assert np.isfinite(f(x, np.full((1, 8), 2))).all()
+    with pytest.raises(RuntimeDataError) as e:
+        f(x, np.full((1, 8), 5))
+    assert e.value.code == "E8003" and "target 5 is outside [0, 3)" in str(e.value)

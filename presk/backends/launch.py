@@ -85,11 +85,21 @@ class LaunchPlan:
         if self.gather == "embed":
             check_indices(indices, ins[0].type.axes[0].size, "token")
         elif self.gather is not None:  # cross_entropy, cross_entropy_vjp
-            check_indices(indices, ins[0].type.axes[-1].size, "target")
+            logits = ins[0].type
+            check_indices(indices, logits.axes[row_axis(logits, ins[1].type)].size, "target")
 
     def keep(self, generator) -> np.ndarray:
         """Dropout's mask from the launch's generator: kept where a draw is at least the rate."""
         return generator.random(self.type.shape) >= self.rate
+
+
+def row_axis(logits: TensorType, targets: TensorType) -> int:
+    """The axis of the logits a target indexes: the one whose removal leaves the
+    targets' axes (the last, where several would)."""
+    for axis in reversed(range(logits.rank)):
+        if logits.axes[:axis] + logits.axes[axis + 1 :] == targets.axes:
+            return axis
+    raise AssertionError(f"targets {targets} do not index a row of logits {logits}")
 
 
 class LaunchPlans:
