@@ -1,7 +1,6 @@
-"""The cost model's layouts keep a realization's order and contraction: an interleaved(P)
-sum or an FMA site planned by `--plan auto` (the mlir backend's default) runs, and gives
-the kernel evaluator's bits, where the planner once offered the row-wise form, which
-cannot hold partial sums (E7002)."""
+"""What the cost model's layouts (`--plan auto`, the mlir backend's default) must respect,
+each once refused with E7002: a realization's order and contraction (an interleaved(P) sum
+cannot take the row-wise form), and a bias add two products feed (only one folds it)."""
 
 from __future__ import annotations
 
@@ -34,3 +33,26 @@ def test_auto_layouts_keep_the_declared_order(name, tmp_path):
         assert np.array_equal(
             outputs["kernel"][key].view(np.uint64), outputs["mlir"][key].view(np.uint64)
         )
+
+
+TWO_PRODUCTS = """dim B
+fn f(x : ℝ[B, 4], w : ℝ[4, 3], v : ℝ[4, 3]) -> ℝ[B, 3] {
+  x · w + x · v
+}
+"""
+
+
+def test_an_add_of_two_products_folds_into_one_of_them(tmp_path):
+    program = tmp_path / "two.psk"
+    program.write_text(TWO_PRODUCTS)
+    outputs = []
+    for backend in ("kernel", "mlir"):
+        out = tmp_path / f"{backend}.npz"
+        done = run_in_process(
+            "presk", "run", program, "--entry", "f", "--dim", "B=2", "--backend", backend,
+            "--out", out,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        outputs.append(np.load(out))
+    for key in outputs[0].files:
+        assert np.array_equal(outputs[0][key].view(np.uint64), outputs[1][key].view(np.uint64))

@@ -124,6 +124,7 @@ def choose(module, machine: str, target: Target) -> list[Choice]:
         if symbol in kernels:
             sites.setdefault(string_attr(launch, "psk.site"), []).append(launch)
     out = []
+    folded: list = []  # the bias adds a chosen epilogue folds
     for site, launches in sites.items():
         fs = [kernels[op.attributes["kernel"].value] for op in launches]
         # a site's kernels are in its realized type, which may not be the module's default
@@ -135,9 +136,7 @@ def choose(module, machine: str, target: Target) -> list[Choice]:
         element = MACHINES[own].arith.itemsize
         nests = [read_any(f) for f in fs]
         defaults = [Layout.read(f.attributes["psk_kernel.layout"]) for f in fs]
-        shared = [
-            set(candidates(n, own, target, d)) for n, d in zip(nests, defaults, strict=True)
-        ]
+        shared = [set(candidates(n, own, target, d)) for n, d in zip(nests, defaults, strict=True)]
         points = [
             p for p in candidates(nests[0], own, target, defaults[0]) if all(p in c for c in shared)
         ]
@@ -150,9 +149,12 @@ def choose(module, machine: str, target: Target) -> list[Choice]:
         default_cycles = sum(
             predict(n, d, element, target) for n, d in zip(nests, defaults, strict=True)
         )
-        contraction = isinstance(nests[0], Nest)
-        if contraction and all(bias_add(module, op) is not None for op in launches):
-            layout = replace(layout, epilogue=True)  # one launch fewer, one pass over t fewer
+        adds = [bias_add(module, op) for op in launches] if isinstance(nests[0], Nest) else []
+        # one launch fewer, one pass over t fewer; an add that two products feed (x·w + x·v)
+        # folds into the first one's nest only, after which the second reads no add alone
+        if adds and all(a is not None and a[0] not in folded for a in adds):
+            layout = replace(layout, epilogue=True)
+            folded.extend(a[0] for a in adds)
         out.append(
             Choice(
                 site,
