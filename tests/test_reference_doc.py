@@ -28,6 +28,7 @@ def documented_decoder() -> dict:
 
 def test_the_documented_decoder_reads_a_reference_checkpoint(tmp_path):
     argv = ["train", REGRESSION, "--dim", "N=4", "--steps", "2", "--quiet", "--bits", "80"]
+    argv += ["--backend", "interp"]
     assert run_cli(main, [*argv, "--out", str(tmp_path)]) == 0
     ckpt = tmp_path / "checkpoint.psk.d"
     header = json.loads((ckpt / "header.json").read_text())

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from presk.backends.host import CallContext
-from presk.cli.common import seed_number
+from presk.cli.common import positive_count, seed_number
 from presk.cli.programs import (
     add_backend_args,
     add_program_args,
@@ -12,8 +11,8 @@ from presk.cli.programs import (
     load_program,
 )
 from presk.runtime.inputs import parameters
-from presk.runtime.values import Tensor
-from presk.train.data import Windows, next_token_pair
+from presk.train.data import Windows
+from presk.train.evaluate import Validation, backend_words, check_validation, validation_loss
 from presk.train.loop import check_token_entry
 
 
@@ -25,35 +24,36 @@ def configure(p) -> None:
     p.add_argument(
         "--weights", metavar="CKPT.psk.d", help="the parameters (default: the initializers)"
     )
-    add_backend_args(p)
+    add_backend_args(p, default="mlir")
     p.add_argument(
         "--seed", type=seed_number, default=0, help="seed of the initial parameters (default 0)"
     )
-    p.add_argument("--batches", type=int, metavar="N", help="only the first N validation batches")
+    p.add_argument(
+        "--batches", type=positive_count, metavar="N", help="only the first N validation batches"
+    )
 
 
 def run(args) -> int:
     program = load_program(args.file)
     data = Windows.load(args.data)
     core = elaborate_args(args, program)
-    t, vocab = check_token_entry(core.view, data)
+    tokens, vocab = check_token_entry(core.view, data)
+    check_validation(data, tokens.shape[0])
     params = parameters(core.view, args.seed, args.weights)
     backend = compile_args(args, core).backend
-    total, count = 0.0, 0
-    for windows in data.validation(t.shape[0]):
-        if args.batches is not None and count >= args.batches:
-            break
-        tokens, targets = next_token_pair(windows, vocab)
-        out = backend.call(
-            [params, Tensor(t, tokens), Tensor(t, targets)], CallContext(seed=args.seed)
-        )
-        total += float(out.data.item())
-        count += 1
-    if not count:
-        print(f"{args.data}: no validation batch of {t.shape[0]} windows")
-        return 1
+    v = validation_loss(backend, params, data, tokens, vocab, args.seed, args.batches)
     print(
-        f"validation loss {total / count:.6f} over {count} batches "
-        f"of {t.shape[0]} windows ({args.backend})"
+        f"validation loss {v.loss:.6f} over {v.batches} batch{'es' if v.batches > 1 else ''} "
+        f"of {v.batch} windows "
+        f"on {backend_words(backend)}{_left_out(v)}"
     )
     return 0
+
+
+def _left_out(v: Validation) -> str:
+    """What the last partial batch left out, if the evaluation reached it."""
+    if v.left_out == 0:
+        return ""
+    if v.left_out == 1:
+        return f" (the last window, fewer than a batch of {v.batch}, is left out)"
+    return f" (the last {v.left_out} windows, fewer than a batch of {v.batch}, are left out)"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
 from dataclasses import asdict
 
@@ -11,24 +12,30 @@ from presk.cli.common import count, positive_count, real_number, seed_number
 from presk.cli.programs import (
     add_backend_args,
     add_program_args,
+    bindings,
     compile_args,
     elaborate_args,
     load_program,
 )
 from presk.errors import BindingError, UsageError
-from presk.front.bindings import parse_assignments
+from presk.front import ast
+from presk.front.bindings import entry_consts, parse_entry, resolve_entry
 from presk.runtime.inputs import parameters
 from presk.train.data import Windows
-from presk.train.loop import Hyper, State, Trainer, check_trainable, resume, zeros_like
+from presk.train.evaluate import backend_words
+from presk.train.loop import BEST, Hyper, State, Trainer, check_trainable, resume, zeros_like
+
+DEFAULT_STEPS = 100  # without --steps or --epochs
 
 
 def configure(p) -> None:
     add_program_args(p, default_entry="loss")
-    add_backend_args(p)
+    add_backend_args(p, default="mlir")
     p.add_argument(
         "--steps",
         type=positive_count,
-        help="steps to train (default: --epochs of the data, else 100)",
+        help=f"steps to train (default: --epochs of the data, else {DEFAULT_STEPS}; with "
+        "--resume, the run's; more than the run's extends it)",
     )
     p.add_argument(
         "--epochs", type=positive_count, help="passes over the training windows (with --data)"
@@ -37,7 +44,7 @@ def configure(p) -> None:
         "--batch",
         type=positive_count,
         metavar="B",
-        help="bind the batch axis (the first axis of the entry's first argument)",
+        help="bind the dim sizing the first axis of the entry's first argument",
     )
     p.add_argument(
         "--seed",
@@ -77,6 +84,19 @@ def configure(p) -> None:
         help="log a line every K steps (default: 20 lines a run)",
     )
     p.add_argument(
+        "--eval-every",
+        type=positive_count,
+        metavar="K",
+        help="with --data: the validation loss every K steps and at the last; the lowest's "
+        "parameters in best.psk.d",
+    )
+    p.add_argument(
+        "--eval-batches",
+        type=positive_count,
+        metavar="N",
+        help="with --eval-every: at most N validation batches an evaluation (default: all)",
+    )
+    p.add_argument(
         "--checkpoint-every",
         type=count,
         default=0,
@@ -94,30 +114,34 @@ def configure(p) -> None:
         help="start from these parameters (a checkpoint, or an .npz or .safetensors file "
         "from presk params) instead of the initializers",
     )
-    p.add_argument("--resume", metavar="CKPT.psk.d", help="continue from a checkpoint of this run")
+    p.add_argument(
+        "--resume",
+        metavar="CKPT.psk.d",
+        help="continue from a checkpoint of this run (to a larger --steps: extend it)",
+    )
     p.add_argument(
         "--stop-at",
         type=positive_count,
         metavar="K",
         help="checkpoint and stop after step K (resume later)",
     )
-    p.add_argument("--quiet", action="store_true", help="no log lines")
+    p.add_argument("--quiet", action="store_true", help="no log lines, no progress bar")
 
 
 def _bind_batch(args, program) -> None:
-    """--batch B binds the dim naming the first axis of the entry's first argument."""
+    """--batch B binds the dim sizing the first axis of the entry's first argument, found
+    in the source: binding it must come before any elaboration, which needs it bound."""
     if args.batch is None:
         return
-    first = elaborate_args(args, program)
-    fn = first.view.entry_function
-    arg_types = fn.arg_types[1:] if first.elaborated.signature.params is not None else fn.arg_types
-    name = arg_types[0].axes[0].name if arg_types and getattr(arg_types[0], "axes", ()) else None
+    bound = bindings(args, program)  # the entry resolved, nothing elaborated
+    name = batch_dim(program.ast, bound["entry"], bound["consts"])
     if name is None:
         raise BindingError(
-            "--batch binds the first axis of the entry's first argument, which has no name",
+            f"--batch binds the dim sizing the first axis of the entry's first argument; "
+            f"{args.entry}'s is not sized by a dim",
             code="E3004",
         )
-    dims = parse_assignments(args.dim, "--dim", "E3004")
+    dims = bound["dims"]
     if name in dims and dims[name] != args.batch:
         raise BindingError(
             f"--batch {args.batch} and --dim {name}={dims[name]} disagree", code="E3004"
@@ -127,12 +151,73 @@ def _bind_batch(args, program) -> None:
     ]
 
 
+def batch_dim(tree: ast.SourceTree, entry_text: str, consts: dict[str, int]) -> str | None:
+    """The dim that sizes the first axis of the entry's first argument, as written (`x :
+    ℝ[N, In]` or `x : ℝ[batch: N, In]` give N); None if that size is no dim. An entry
+    that is not there is refused (E3001)."""
+    entry = resolve_entry(tree, parse_entry(entry_text), consts)
+    entry_consts(tree, entry, consts)  # the entry exists
+    module = tree.modules[entry.module] if entry.module else None
+    fn = module.member(entry.function) if module else tree.functions[entry.function]
+    if not isinstance(fn, ast.FnDef) or not fn.params:
+        return None
+    first = fn.params[0].type
+    if not isinstance(first, ast.TensorTypeExpr) or not first.axes:
+        return None
+    size = first.axes[0].size
+    local = module.consts if module else []
+    dims = {name for name, _ in tree.dims}
+    return (
+        size.id if isinstance(size, ast.Name) and size.id in dims and size.id not in local else None
+    )
+
+
 def realization_record(realization: realizations.Realization) -> dict:
     """The realization as a checkpoint records it: its fields, empty ones left out, so
     `f32` and a file saying {"default": "f32"} are one setup and an edited file is not."""
     record = asdict(realization)
     del record["spelling"]
     return {k: v for k, v in record.items() if v}
+
+
+def planned_steps(args, data: Windows | None, core) -> int | None:
+    """The steps --steps or --epochs asks for, None if neither is given."""
+    if args.steps is not None:
+        return args.steps
+    if args.epochs is None:
+        return None
+    if data is None:
+        raise UsageError("--epochs counts passes over --data: give --data or --steps")
+    steps = args.epochs * data.batches_per_epoch(core.entry_function.arg_types[-1].shape[0])
+    if steps < 1:
+        raise UsageError(f"--epochs {args.epochs}: {data.path} fills no batch")
+    return steps
+
+
+def resumed_steps(path: str, asked: int | None, ran: int, reached: int) -> int:
+    """The steps a run resumed from `path` (a run of `ran` steps, at step `reached`) trains
+    to: its run's, or `asked`, which may extend the run (said on stderr: the learning-rate
+    schedule ends at the new last step) but not shorten it (E0001)."""
+    steps = ran if asked is None else asked
+    if steps < reached:
+        raise UsageError(f"--steps {steps}: the checkpoint {path} is already at step {reached}")
+    if steps < ran:
+        raise UsageError(
+            f"--steps {steps}: {path} is of a run of {ran} steps; --resume extends a run, "
+            "it does not shorten one"
+        )
+    if steps == reached:
+        raise UsageError(
+            f"--resume {path}: its run ended at step {reached}; nothing is left to train "
+            f"(give --steps past {reached} to extend the run)"
+        )
+    if steps > ran:
+        print(
+            f"extending the run from {ran} to {steps} steps: "
+            f"the learning-rate schedule now ends at step {steps}",
+            file=sys.stderr,
+        )
+    return steps
 
 
 def check_stop_at(stop_at: int | None, reached: int) -> None:
@@ -144,6 +229,10 @@ def check_stop_at(stop_at: int | None, reached: int) -> None:
 def run(args) -> int:
     if args.init and args.resume:
         raise UsageError("--init starts a run and --resume continues one: give one of them")
+    if args.eval_every is not None and not args.data:
+        raise UsageError("--eval-every evaluates over --data's validation windows: give --data")
+    if args.eval_batches is not None and args.eval_every is None:
+        raise UsageError("--eval-batches bounds the evaluations of --eval-every: give both")
     realization = realizations.read(args.realize)
     check_trainable(realization)  # before the program is elaborated and compiled
     program = load_program(args.file)
@@ -151,17 +240,7 @@ def run(args) -> int:
     data = Windows.load(args.data) if args.data else None
     trained = elaborate_args(args, program, train_step=True)
     core = trained.view
-    if args.steps is not None:
-        steps = args.steps
-    elif args.epochs is not None:
-        if data is None:
-            raise UsageError("--epochs counts passes over --data: give --data or --steps")
-        batch = core.entry_function.arg_types[-1].shape[0]
-        steps = args.epochs * data.batches_per_epoch(batch)
-    else:
-        steps = 100
-    if steps < 1:
-        raise UsageError(f"--steps {steps}: train at least one step")
+    asked = planned_steps(args, data, core)
     hyper = Hyper(lr=args.lr, warmup=args.warmup, wd=args.weight_decay, clip=args.clip)
     meta = {
         "program": os.path.abspath(args.file),
@@ -176,20 +255,18 @@ def run(args) -> int:
         "data": os.path.abspath(args.data) if args.data else None,
         "init": os.path.abspath(args.init) if args.init else None,
         "hyper": asdict(hyper),
-        "steps": steps,
     }
-    out = args.out or os.path.join("runs", os.path.splitext(os.path.basename(args.file))[0])
-    backend = compile_args(args, trained).backend
-    if args.resume:
-        state = resume(args.resume, core, meta)
-        if state.step == steps:
-            raise UsageError(
-                f"--resume {args.resume}: its run ended at step {steps}; nothing is left to train"
-            )
+    if args.resume:  # checked before the kernels are compiled
+        state, ran = resume(args.resume, core, meta)
         check_stop_at(args.stop_at, state.step)
+        steps = resumed_steps(args.resume, asked, ran, state.step)
     else:
         params = parameters(core, args.seed, args.init)
         state = State(params, zeros_like(params), zeros_like(params))
+        steps = DEFAULT_STEPS if asked is None else asked
+    meta["steps"] = steps
+    out = args.out or os.path.join("runs", os.path.splitext(os.path.basename(args.file))[0])
+    backend = compile_args(args, trained).backend
     trainer = Trainer(
         core,
         backend,
@@ -202,13 +279,17 @@ def run(args) -> int:
         out=out,
         meta=meta,
         quiet=args.quiet,
+        eval_every=args.eval_every or 0,
+        eval_batches=args.eval_batches,
     )
     t0 = time.perf_counter()
     last = trainer.run(state, args.stop_at)
     if not args.quiet:
+        files = f"checkpoint, {BEST}" if state.best_validation() is not None else "checkpoint"
         print(
-            f"trained to step {state.step} in {time.perf_counter() - t0:.1f} s: "
+            f"trained to step {state.step} in {time.perf_counter() - t0:.1f} s "
+            f"on {backend_words(backend)}: "
             f"loss {state.history[0]['loss']:.6f} -> {last['loss']:.6f}; "
-            f"checkpoint, log.csv and loss.png in {out}"
+            f"{files}, log.csv and loss.png in {out}"
         )
     return 0

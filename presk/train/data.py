@@ -7,7 +7,8 @@ V − 1 most frequent bytes as themselves and every other byte as token V − 1.
 consecutive runs of T + 1 tokens of the concatenated texts, taken every T tokens (each
 window's last token is the next one's first); the first 90 % are for training, the rest
 for validation. An epoch visits the training windows in an order drawn from the seed;
-a step takes the next B of them (a last partial batch is skipped).
+a step takes the next B of them (a last partial batch is skipped). Validation reads the
+validation windows in order, in whole batches of B.
 """
 
 from __future__ import annotations
@@ -100,9 +101,19 @@ class Windows:
         order = rng.generator(seed, f"data/epoch{epoch}").permutation(len(self.train))
         return self.train[order[j * batch : (j + 1) * batch]].astype(np.int64), epoch + 1
 
-    def validation(self, batch: int):
-        """The validation windows in order, in batches of `batch`."""
-        for i in range(len(self.val) // batch):
+    def validation_batches(self, batch: int) -> int:
+        """The whole batches of `batch` windows the validation windows fill."""
+        return len(self.val) // batch
+
+    def validation_left_out(self, batch: int) -> int:
+        """The validation windows after the last whole batch: a partial batch, not read."""
+        return len(self.val) % batch
+
+    def validation(self, batch: int, count: int | None = None):
+        """The validation windows in order, in the first `count` (default: all) whole
+        batches of `batch`; a last partial batch is left out."""
+        n = self.validation_batches(batch) if count is None else count
+        for i in range(n):
             yield self.val[i * batch : (i + 1) * batch].astype(np.int64)
 
 

@@ -10,6 +10,11 @@ their types, made afresh each step, and its update the master parameters, which 
 state (and so the checkpoint) holds in the backend's type. Rows are logged at steps the
 step number alone picks (the first, every K-th, the run's last), so a resumed run's log is
 the uninterrupted run's too.
+
+With validation data (`eval_every`), every K-th step and the last also evaluate the loss
+over the validation windows at the step's parameters (presk/train/evaluate.py); the
+lowest is kept as a second checkpoint, `best.psk.d`. Every step's loss is kept in memory
+for the loss curve, however sparse the logged rows.
 """
 
 from __future__ import annotations
@@ -39,9 +44,11 @@ from presk.runtime.synth import entry_arguments, synth_input
 from presk.runtime.values import Tensor, Value, map_tensors
 from presk.schemas import REALIZATION
 from presk.train.data import Windows, next_token_pair
+from presk.train.evaluate import backend_words, check_validation, validation_loss
 from presk.train.step import HYPER, MASTER, SYMBOL
 
-# The setup a checkpoint records and a resumed run must share (E9005 otherwise).
+# The setup a checkpoint records and a resumed run must share (E9005 otherwise), but for
+# `steps`: a resumed run may extend its run (presk/cli/cmd_train.py decides).
 SETUP = (
     "program",
     "entry",
@@ -56,6 +63,12 @@ SETUP = (
     "hyper",
     "steps",
 )
+
+
+# What a run writes in --out, beside log.csv and loss.png.
+CHECKPOINT = "checkpoint.psk.d"
+BEST = "best.psk.d"  # the checkpoint of the lowest validation loss
+LOG_FIELDS = ["step", "epoch", "loss", "lr", "grad_norm", "seconds", "val_loss"]
 
 
 @dataclass
@@ -76,6 +89,11 @@ class State:
     v: Value
     step: int = 0  # steps taken
     history: list[dict] = field(default_factory=list)  # the logged rows
+
+    def best_validation(self) -> float | None:
+        """The lowest validation loss the history records, if any."""
+        losses = [row["val_loss"] for row in self.history if "val_loss" in row]
+        return min(losses, default=None)
 
 
 def zeros_like(value: Value) -> Value:
@@ -150,11 +168,20 @@ def check_token_entry(program: HostProgram, data: Windows) -> tuple[TensorType, 
 
 
 def log_line(row: dict) -> str:
-    """step 100  epoch 7  loss 4.132775  lr 1.500e-5  |g| 1.4102e0"""
+    """step 100  epoch 7  loss 4.132775  lr 1.500e-5  |g| 1.4102e0 (the epoch only with
+    data: drawn arguments have none)"""
+    epoch = f"  epoch {row['epoch']}" if "epoch" in row else ""
     return (
-        f"step {row['step']}  epoch {row['epoch']}  loss {row['loss']:.6f}  "
+        f"step {row['step']}{epoch}  loss {row['loss']:.6f}  "
         f"lr {sci(row['lr'], 3)}  |g| {sci(row['grad_norm'], 4)}"
     )
+
+
+def progress(step: int, steps: int, rate: float, loss: float) -> str:
+    """The progress bar's text: step 40/600  12.3 steps/s  ETA 45 s  loss 3.210000"""
+    left = (steps - step) / rate
+    eta = f"{left:.0f} s" if left < 100 else f"{left / 60:.0f} min"
+    return f"step {step}/{steps}  {rate:.1f} steps/s  ETA {eta}  loss {loss:.6f}"
 
 
 class Trainer:
@@ -172,6 +199,8 @@ class Trainer:
         out: str | None,
         meta: dict,
         quiet: bool = False,
+        eval_every: int = 0,
+        eval_batches: int | None = None,
     ):
         self.program = program
         self.backend = backend
@@ -184,6 +213,8 @@ class Trainer:
         self.out = out
         self.meta = meta
         self.quiet = quiet
+        self.eval_every = eval_every
+        self.eval_batches = eval_batches
         check_trainable(backend.realization)
         self.symbol = step_symbol(backend.realization)
         loss = program.entry_function
@@ -191,6 +222,9 @@ class Trainer:
         self.warmup = hyper.warmup or max(1, steps // 10)
         if data is not None:
             self.token_type, self.vocab = check_token_entry(program, data)
+        if eval_every:  # validation reads the data's validation windows
+            check_validation(data, self.token_type.shape[0])
+        self.curve: list[tuple[int, float]] = []  # (step, loss) of every step, for the plot
 
     @classmethod
     def detached(
@@ -212,15 +246,15 @@ class Trainer:
             quiet=True,
         )
 
-    def batch(self, step: int) -> tuple[list[Value], int]:
-        """The entry's arguments at step `step`, and its epoch."""
+    def batch(self, step: int) -> tuple[list[Value], int | None]:
+        """The entry's arguments at step `step`, and its epoch (None without data)."""
         if self.data is None:
             bounds = self.program.attrs.get("psk.bounds", {})
             args = [
                 synth_input(f"step{step}/{n}", t, bounds.get(n), self.seed)
                 for n, t in self.arguments
             ]
-            return args, 1
+            return args, None
         t = self.token_type
         windows, epoch = self.data.batch(step, t.shape[0], self.seed)
         tokens, targets = next_token_pair(windows, self.vocab)
@@ -241,7 +275,7 @@ class Trainer:
         }
         return [_scalar(values[k]) for k in HYPER]
 
-    def step_args(self, state: State, step: int) -> tuple[list[Value], int]:
+    def step_args(self, state: State, step: int) -> tuple[list[Value], int | None]:
         """The step's arguments at step `step` from `state`, and the batch's epoch."""
         batch, epoch = self.batch(step)
         return self.call_args(state, step, batch), epoch
@@ -261,45 +295,61 @@ class Trainer:
     def context(self, step: int) -> CallContext:
         return CallContext(training=True, step=step, seed=self.seed)
 
+    def evaluated(self, step: int) -> bool:
+        """Whether step `step` ends with a validation: every K-th step and the last."""
+        return bool(self.eval_every) and (step % self.eval_every == 0 or step == self.steps)
+
     def recorded(self, step: int) -> bool:
         """Whether step `step`'s row goes into the history: the step number alone decides."""
-        return step == 1 or step % self.log_every == 0 or step == self.steps
+        return step == 1 or step % self.log_every == 0 or step == self.steps or self.evaluated(step)
+
+    def validate(self, params: Value) -> float:
+        """The mean loss over the validation windows at `params`, on the training backend."""
+        t = self.token_type
+        v = validation_loss(
+            self.backend, params, self.data, t, self.vocab, self.seed, self.eval_batches
+        )
+        return v.loss
 
     def run(self, state: State, stop_at: int | None = None) -> dict:
         """Train from the step after `state`'s (some step must remain) to the last, or to
         `stop_at`; the last step's row. A step whose loss or gradient norm is not finite
-        is logged, then stops the run (E8004)."""
+        is logged, then stops the run (E8004), as does a validation loss that is not."""
         start = time.perf_counter()
         first = state.step + 1
         last = self.steps if stop_at is None else min(self.steps, stop_at)
         bar = sys.stderr.isatty() and not self.quiet
+        self.curve = [(r["step"], r["loss"]) for r in state.history]  # before this session
+        best = state.best_validation()
         for step in range(first, last + 1):
             args, epoch = self.step_args(state, step)
             out = self.backend.call(args, self.context(step), self.symbol)
             loss, gnorm, lr = (_float(t) for t in out[:3])
             state.params, state.m, state.v = out[3], out[4], out[5]
             state.step = step
-            row = {
-                "step": step,
-                "epoch": epoch,
-                "loss": loss,
-                "lr": lr,
-                "grad_norm": gnorm,
-                "seconds": round(time.perf_counter() - start, 3),
-            }
+            self.curve.append((step, loss))
+            row = {"step": step} | ({} if epoch is None else {"epoch": epoch})
+            row |= {"loss": loss, "lr": lr, "grad_norm": gnorm}
             finite = math.isfinite(loss) and math.isfinite(gnorm)
+            if finite and self.evaluated(step):
+                row["val_loss"] = self.validate(state.params)
+            row["seconds"] = round(time.perf_counter() - start, 3)
             if self.recorded(step) or not finite:
                 state.history.append(row)
             # a --stop-at step is shown, not recorded: the resumed run records its own rows
             if self.recorded(step) or step == last or not finite:
                 self.show(row, bar)
-            if not finite:
+            if not (finite and math.isfinite(row.get("val_loss", 0.0))):
                 self.diverged(state, row)
+            if "val_loss" in row and (best is None or row["val_loss"] < best):
+                best = row["val_loss"]
+                if self.out:
+                    self.save(state, BEST)
             if bar:
+                rate = (step - first + 1) / (time.perf_counter() - start)
                 done = (step - first + 1) / (last - first + 1)
-                sys.stderr.write(
-                    f"\r[{'#' * int(30 * done):<30}] step {step}/{self.steps}  loss {loss:.6f}"
-                )
+                text = progress(step, self.steps, rate, loss)
+                sys.stderr.write(f"\r[{'#' * int(30 * done):<30}] {text}\033[K")
                 sys.stderr.flush()
             if self.out and self.ckpt_every and step % self.ckpt_every == 0 and step != last:
                 self.save(state)
@@ -316,55 +366,100 @@ class Trainer:
             sys.stderr.write("\r\033[K")
         if not self.quiet:
             print(log_line(row), flush=True)
+            if "val_loss" in row:
+                print(f"step {row['step']}  val loss {row['val_loss']:.6f}", flush=True)
 
     def diverged(self, state: State, row: dict) -> None:
         """Stop a run whose loss or gradient norm is infinite or NaN, after writing its log;
         its parameters are not checkpointed."""
         if self.out:
             self.write_logs(state)
+        val = f", validation loss {row['val_loss']}" if "val_loss" in row else ""
         raise RuntimeDataError(
             f"training diverged at step {row['step']}: loss {row['loss']}, "
-            f"|g| {row['grad_norm']} (try a lower --lr)",
+            f"|g| {row['grad_norm']}{val} (try a lower --lr)",
             code="E8004",
         )
 
     # ---- files ----
-    def save(self, state: State) -> None:
+    def save(self, state: State, name: str = CHECKPOINT) -> None:
+        """The state as a checkpoint in --out: `checkpoint.psk.d`, or `best.psk.d`."""
         meta = {**self.meta, "step": state.step, "history": state.history}
         checkpoint.save(
-            os.path.join(self.out, "checkpoint.psk.d"),
+            os.path.join(self.out, name),
             state.params,
             meta,
             extra={"m": state.m, "v": state.v},
         )
 
     def write_logs(self, state: State) -> None:
+        """log.csv, the recorded rows (an empty epoch without data, an empty val_loss where
+        no validation ran), and loss.png, every step's loss and the validation points."""
         buf = io.StringIO()
-        fields = ["step", "epoch", "loss", "lr", "grad_norm", "seconds"]
-        w = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n")
+        w = csv.DictWriter(buf, fieldnames=LOG_FIELDS, lineterminator="\n")
         w.writeheader()
         for row in state.history:
-            w.writerow({k: repr(row[k]) if isinstance(row[k], float) else row[k] for k in fields})
+            w.writerow({k: _cell(row.get(k)) for k in LOG_FIELDS})
         write_atomic(os.path.join(self.out, "log.csv"), buf.getvalue())
-        write_atomic(os.path.join(self.out, "loss.png"), loss_curve(state.history, self.meta))
+        validation = [(r["step"], r["val_loss"]) for r in state.history if "val_loss" in r]
+        title = f"{self.meta.get('entry', '')} on {backend_words(self.backend)}"
+        write_atomic(os.path.join(self.out, "loss.png"), loss_curve(self.curve, validation, title))
 
 
-def loss_curve(history: list[dict], meta: dict) -> bytes:
-    import matplotlib
+def _cell(x) -> str:
+    """A log.csv cell: a float every digit (repr), nothing for a field the row lacks."""
+    return "" if x is None else repr(x) if isinstance(x, float) else str(x)
 
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
-    ax.plot([r["step"] for r in history], [r["loss"] for r in history], marker=".")
+def smoothed(curve: list[tuple[int, float]], weight: float = 0.9) -> list[float]:
+    """An exponential moving average of (step, loss) points, each step weighing `weight`
+    times the next, its bias toward the start corrected (as TensorBoard smooths): a point
+    d steps after the one before decays the average by weight^d, so the sparse rows a
+    resumed run has of its earlier steps are averaged as the steps they stand for."""
+    out, average, norm, before = [], 0.0, 0.0, None
+    for step, x in curve:
+        decay = weight ** (1 if before is None else step - before)
+        average = decay * average + (1 - decay) * x
+        norm = decay * norm + (1 - decay)
+        out.append(average / norm)
+        before = step
+    return out
+
+
+def loss_curve(
+    curve: list[tuple[int, float]], validation: list[tuple[int, float]], title: str
+) -> bytes:
+    """The loss curve as a PNG: each step's training loss as a light line, its moving
+    average over it, the validation losses as markers; a log scale where the losses span
+    more than a factor of 20."""
+    from matplotlib.figure import Figure  # no pyplot: no global figures, no GUI backend
+
+    steps = [s for s, _ in curve]
+    losses = [x for _, x in curve]
+    fig = Figure(figsize=(6, 3.5), dpi=100)
+    ax = fig.subplots()
+    ax.plot(steps, losses, color="tab:blue", alpha=0.3, linewidth=0.8, label="training loss")
+    ax.plot(steps, smoothed(curve), color="tab:blue", linewidth=1.5, label="moving average (0.9)")
+    if validation:
+        ax.plot(
+            [s for s, _ in validation],
+            [x for _, x in validation],
+            "o",
+            color="tab:orange",
+            markersize=4,
+            label="validation loss",
+        )
+    shown = [x for x in losses + [x for _, x in validation] if math.isfinite(x)]
+    if shown and min(shown) > 0 and max(shown) > 20 * min(shown):
+        ax.set_yscale("log")
     ax.set_xlabel("step")
     ax.set_ylabel("loss")
-    ax.set_title(f"{meta.get('entry', '')} on {meta.get('backend', '')}", fontsize=9)
+    ax.set_title(title, fontsize=9)
     ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
     buf = io.BytesIO()
     fig.tight_layout()
     fig.savefig(buf, format="png")
-    plt.close(fig)
     return buf.getvalue()
 
 
@@ -373,13 +468,14 @@ _ROW = {
     "type": "object",
     "properties": {
         "step": {"type": "integer", "minimum": 1},
-        "epoch": {"type": "integer", "minimum": 1},
+        "epoch": {"type": "integer", "minimum": 1},  # with --data only
         "loss": {"type": "number"},
         "lr": {"type": "number"},
         "grad_norm": {"type": "number"},
         "seconds": {"type": "number", "minimum": 0},
+        "val_loss": {"type": "number"},  # at a validation step only
     },
-    "required": ["step", "epoch", "loss", "lr", "grad_norm", "seconds"],
+    "required": ["step", "loss", "lr", "grad_norm", "seconds"],
     "additionalProperties": False,
 }
 # What `resume` reads from a checkpoint's meta (the setup `presk train` writes, the step
@@ -456,17 +552,18 @@ def first_step(
     return args, trainer.context(1)
 
 
-def resume(path: str, program: HostProgram, meta: dict) -> State:
-    """The state a checkpoint holds, refused unless written by this very run's setup."""
+def resume(path: str, program: HostProgram, meta: dict) -> tuple[State, int]:
+    """The state a checkpoint holds and its run's steps, refused unless written by this
+    very run's setup; the steps are not compared (a resumed run may extend its run)."""
     t = param_type(program)
     params, c = checkpoint.load(path, t)
     check_training_meta(path, c.meta)
     for key in SETUP:
-        if c.meta[key] != meta[key]:
+        if key != "steps" and c.meta[key] != meta[key]:
             raise FileFormatError(
                 f"{path}: written with {key} = {c.meta[key]!r}, this run has {meta[key]!r}",
                 code="E9005",
             )
     m = checkpoint.tree_from(c, t, "m", path)
     v = checkpoint.tree_from(c, t, "v", path)
-    return State(params, m, v, c.meta["step"], c.meta["history"])
+    return State(params, m, v, c.meta["step"], c.meta["history"]), c.meta["steps"]

@@ -37,7 +37,7 @@ def run_argv(ckpt) -> list:
 def train_argv(data, tmp_path) -> list:
     return [
         *("train", MINIGPT, "--entry", "loss", *TINY, "--dim", "B=2", "--data", data),
-        *("--steps", "1", "--quiet", "--out", tmp_path / "run"),
+        *("--steps", "1", "--backend", "interp", "--quiet", "--out", tmp_path / "run"),
     ]
 
 

@@ -18,7 +18,7 @@ from presk.cli.common import run_cli
 from presk.cli.main import main
 
 REGRESSION = str(REPO / "tests" / "train" / "mlp_regression.psk")
-RUN = [REGRESSION, "--dim", "N=4", "--bits", "64", "--steps", "4", "--quiet"]
+RUN = [REGRESSION, "--dim", "N=4", "--backend", "interp", "--bits", "64", "--steps", "4", "--quiet"]
 
 
 def train(*flags) -> list[str]:
