@@ -41,6 +41,11 @@ class Pass:
         raise NotImplementedError(f"pass {self.name} has no run()")
 
     @classmethod
+    def options(cls) -> list[tuple[str, str, object]]:
+        """Each option as (name, type, default), in declaration order: its fields."""
+        return [(f.name, _type_name(f.type), f.default) for f in dataclasses.fields(cls)]
+
+    @classmethod
     def from_options(cls, options: dict[str, str]) -> Pass:
         """Build the pass from `{key=value ...}` text options, converting to field types."""
         fields = {f.name: f for f in dataclasses.fields(cls)}
@@ -54,8 +59,13 @@ class Pass:
         return cls(**kwargs)
 
 
+def _type_name(typ) -> str:
+    """A field's type by name (`int`), whether its annotation is text or the type."""
+    return typ if isinstance(typ, str) else getattr(typ, "__name__", str(typ))
+
+
 def _convert(pass_name: str, key: str, raw: str, typ) -> object:
-    typ = typ if isinstance(typ, str) else getattr(typ, "__name__", str(typ))
+    typ = _type_name(typ)
     try:
         if typ == "int":
             return int(raw)

@@ -190,12 +190,20 @@ def test_presk_run_on_the_mlir_backend_prints_the_kernel_backends_numbers():
     assert mlir["backend"] == "mlir" and mlir["output"] == kernel["output"]
 
 
+def test_presk_bench_times_the_native_backend_alone_by_default():
+    from conftest import run_in_process
+
+    proc = run_in_process("presk", "bench", *LINEAR, "--repeat", "1", "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    assert list(json.loads(proc.stdout)) == ["mlir"]
+
+
 def test_presk_bench_gives_a_median_for_each_backend_in_json():
     from conftest import run_in_process
 
     # at the default layouts, so the kernels are the lowering's own (auto folds the bias)
     argv = [*LINEAR, "--repeat", "2", "--format", "json", "--plan", "default"]
-    proc = run_in_process("presk", "bench", *argv)
+    proc = run_in_process("presk", "bench", *argv, "--backends", "interp,kernel,mlir")
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert list(out) == ["interp", "kernel", "mlir"]

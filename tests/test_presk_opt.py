@@ -63,3 +63,18 @@ def test_a_failing_python_pass_is_located_and_exits_1():
     src = GOOD.replace(' {psk.site = "f/%0"}', "")
     proc = run_in_process("presk-opt", "--pass-pipeline=builtin.module(psk-verify)", stdin=src)
     assert_user_error(proc, where="<stdin>:2:8: error: psk-verify: 'psk.exp' has no psk.site")
+
+
+def test_list_passes_shows_each_option_with_its_default():
+    proc = run_in_process("presk-opt", "--list-passes")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    tile = lines.index(next(line for line in lines if line.split()[:1] == ["psk-tile"]))
+    options = [line.split() for line in lines[tile + 1 : tile + 4]]
+    assert options == [
+        ["--nest=<string>", "(default", '"")'],
+        ["--m=<int>", "(default", "1)"],
+        ["--n=<int>", "(default", "8)"],
+    ]
+    dce = lines.index(next(line for line in lines if line.split()[:1] == ["psk-dce"]))
+    assert not lines[dce + 1].lstrip().startswith("--")  # a pass without options lists none

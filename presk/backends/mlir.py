@@ -1,7 +1,10 @@
 """The MLIR backend: the kernel backend's launch plans, the kernels compiled.
 
 The module is lowered to the affine stage (`stages.affine`); each kernel is compiled to
-native code on its first launch (presk/backends/native.py, through the on-disk cache).
+native code on its first launch (presk/backends/native.py, through the on-disk cache), so
+an entry's first call, which traces its schedule, compiles its kernels: the seconds before
+a training run's first step. That trace shows its progress over the kernels the cache
+does not hold (presk/progress.py).
 Calls replay a schedule of the host program (presk/backends/schedule.py), traced once an
 entry, each launch in it the `LaunchPlan` the kernel evaluator runs
 (presk/backends/launch.py). A kernel whose outermost loop may be split
@@ -18,13 +21,14 @@ from dataclasses import dataclass
 from presk.backends.host import CallContext
 from presk.backends.kernel import Kernels
 from presk.backends.launch import LaunchPlans
-from presk.backends.native import Compiler, Native, shared_compiler
+from presk.backends.native import Compiler, Native, kernel_source, shared_compiler
 from presk.backends.replay import Segment, replay_for
 from presk.backends.schedule import Launch, Schedule
 from presk.backends.workers import Workers
 from presk.core.program import HostProgram
 from presk.kernel.machine import Machine
 from presk.kernel.weights import quant_inputs
+from presk.progress import Progress
 from presk.quantize import realized_args
 from presk.realize import Realization
 
@@ -48,6 +52,23 @@ class Compiled:
 
 def _int(f, name: str, default: int | None = None) -> int:
     return f.attributes[name].value if name in f.attributes else default
+
+
+class _Trace:
+    """The kernels a trace may compile: each one's source, made once, and the sources the
+    compiler does not hold (the cold ones), counted on `progress` as each is compiled."""
+
+    def __init__(self, backend: MlirBackend, progress: Progress):
+        ops = backend.kernel_ops
+        self.sources = {n: kernel_source(f) for n, f in ops.items() if n not in backend.kernels}
+        self.cold = {t for t in self.sources.values() if not backend.compiler.holds(t)}
+        self.progress = progress
+        progress.total = len(self.cold)
+
+    def compiled(self, text: str) -> None:
+        if text in self.cold:
+            self.cold.remove(text)
+            self.progress.advance()
 
 
 class MlirBackend:
@@ -78,13 +99,19 @@ class MlirBackend:
         self.schedules: dict[tuple[str, bool], Schedule] = {}
         self.launches = 0
         self.unfused = 0  # the launches the same run would make without fusion
+        self._trace: _Trace | None = None  # while a schedule is traced
 
     def call(self, args, ctx: CallContext | None = None, entry: str | None = None):
         ctx = ctx or CallContext()
         key = (entry or self.program.entry, ctx.training)
         schedule = self.schedules.get(key)
         if schedule is None:
-            schedule = self.schedules[key] = Schedule(self, *key)
+            with Progress("compiling kernels") as progress:
+                self._trace = _Trace(self, progress)
+                try:
+                    schedule = self.schedules[key] = Schedule(self, *key)
+                finally:
+                    self._trace = None
         out = schedule.run(realized_args(args, self.program, self.realization, entry, True), ctx)
         self.launches += schedule.launches
         self.unfused += schedule.unfused
@@ -92,15 +119,20 @@ class MlirBackend:
 
     def _compiled(self, f) -> Compiled:
         elements = [str(a.type.element_type) for a in list(f.regions[0].blocks[0].arguments)[:-2]]
+        name = f.attributes["sym_name"].value
+        text = self._trace.sources.get(name) if self._trace else None
+        native = self.compiler.compile(f, len(elements), text)
+        if self._trace:
+            self._trace.compiled(text)
         return Compiled(
-            f.attributes["sym_name"].value,
+            name,
             f.attributes["psk_kernel.kernel"].value,
             elements,
             _int(f, "psk_kernel.ops", 1),
             _int(f, "psk_kernel.split"),
             _int(f, "psk_kernel.work"),
             _int(f, "psk_kernel.workers", 0),
-            self.compiler.compile(f, len(elements)),
+            native,
             quant_inputs(f),
         )
 

@@ -109,8 +109,10 @@ class Compiler:
             ]
         )
 
-    def compile(self, f: ir.Operation, nbuffers: int) -> Native:
-        text = kernel_source(f)
+    def compile(self, f: ir.Operation, nbuffers: int, text: str | None = None) -> Native:
+        """The kernel `f` compiled, or loaded; `text` is its `kernel_source`, if the caller
+        made it already."""
+        text = text or kernel_source(f)
         native = self._live.get(text)
         if native is None:
             native = self._live[text] = self._compile_or_load(text, f.context, nbuffers)
@@ -125,11 +127,19 @@ class Compiler:
         if len(self._recent) > self.keep:
             self._recent.popitem(last=False)
 
+    def holds(self, text: str) -> bool:
+        """Whether the kernel of this `kernel_source` is loaded, or in the cache: whether
+        asking for it costs no compilation."""
+        return text in self._live or self._entry(text).holds(text)
+
+    def _entry(self, text: str) -> Entry:
+        key = hashlib.blake2b(f"{self._prefix}\n{text}".encode(), digest_size=16).hexdigest()
+        return Entry(self.directory, key)
+
     def _compile_or_load(self, text: str, ctx: ir.Context, nbuffers: int) -> Native:
         start = time.perf_counter()
-        key = hashlib.blake2b(f"{self._prefix}\n{text}".encode(), digest_size=16).hexdigest()
         fn, path, cached = cached_library(
-            Entry(self.directory, key),
+            self._entry(text),
             text,
             lambda so: _build(text, ctx, so),
             lambda lib: _load(lib, nbuffers),

@@ -1,4 +1,5 @@
-"""presk bench: the median time of an entry (or of a training step) on each backend."""
+"""presk bench: the median time of an entry (or of a training step) natively (the mlir
+backend), or on each backend `--backends` names."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ from presk.kernel.machine import MACHINES, TYPES
 from presk.kernel.planner import candidates, choose, plan_entry
 from presk.kernel.relayout import contraction_kernels
 from presk.precision import profile
+from presk.progress import Progress
 from presk.timing import timed
 from presk.toolchain import check_threads
 
@@ -42,7 +44,8 @@ def configure(p) -> None:
     p.add_argument(
         "--backends",
         metavar="B,…",
-        help="the backends to time, the first the baseline (default: all)",
+        help="the backends to time, the first the baseline: interp, kernel, mlir (default "
+        "mlir; the reference and the kernel evaluator only on request)",
     )
     p.add_argument(
         "--realize",
@@ -128,13 +131,17 @@ def _compile_times(backend) -> dict:
     """Each kernel's compile time with an empty cache (cold) and from it (warm), in a
     cache of its own, so the user's is neither read nor filled."""
     kernels = {name: f for name, f in backend.kernel_ops.items() if name in backend.kernels}
-    with tempfile.TemporaryDirectory(prefix="presk-bench-") as tmp:
+    with (
+        tempfile.TemporaryDirectory(prefix="presk-bench-") as tmp,
+        Progress("timing compiles", 2 * len(kernels)) as progress,
+    ):
         per = {}
         for phase in ("cold", "warm"):
             compiler = Compiler(Path(tmp))
             for name, f in kernels.items():
                 n = len(backend.kernels[name].elements)
                 per.setdefault(name, {})[f"{phase}_ms"] = compiler.compile(f, n).seconds * 1e3
+                progress.advance()
     return {
         "kernels": len(per),
         "cold_s": sum(k["cold_ms"] for k in per.values()) / 1e3,
@@ -158,7 +165,7 @@ def run(args) -> int:
         return _sweep(args)
     if args.breakdown:
         return _breakdown(args)
-    names = _listed(args.backends or ",".join(backends.BACKENDS), backends.BACKENDS, "--backends")
+    names = _listed(args.backends or "mlir", backends.BACKENDS, "--backends")
     types = [t.strip() for t in args.realize.split(",") if t.strip()]
     for t in types:
         realizations.read(t)  # E7001 before any timing
@@ -268,17 +275,22 @@ def _sweep(args) -> int:
         raise UsageError(f"--nest {site}: the contraction nests are {', '.join(sorted(choices))}")
     nest = choices[site].nest
     element = MACHINES[realize].arith.itemsize
+    layouts = list(candidates(nest, realize, target))
     results = []
-    for layout in candidates(nest, realize, target):
-        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-            json.dump({"realize": realize, "layout": {site: plan_entry(layout)}}, f)
-        try:
-            compiled = core.lower(realize, f.name).compile("mlir", threads)
-        finally:
-            Path(f.name).unlink()
-        runs = timed(compiled.drawn(args.seed), args.repeat)
-        predicted = milliseconds(predict(nest, layout, element, target))
-        results.append((statistics.median(runs), runs, predicted, layout))
+    # the table is sorted by time, so it prints once every point is measured; till then,
+    # the count of points measured
+    with Progress("sweep: layout", len(layouts)) as progress:
+        for layout in layouts:
+            with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+                json.dump({"realize": realize, "layout": {site: plan_entry(layout)}}, f)
+            try:
+                compiled = core.lower(realize, f.name).compile("mlir", threads)
+            finally:
+                Path(f.name).unlink()
+            runs = timed(compiled.drawn(args.seed), args.repeat)
+            predicted = milliseconds(predict(nest, layout, element, target))
+            results.append((statistics.median(runs), runs, predicted, layout))
+            progress.advance()
     results.sort(key=lambda r: r[0])
     if args.format == "json":
         points = [

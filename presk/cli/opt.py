@@ -46,7 +46,9 @@ def _parser() -> ArgParser:
         help="passes to run, e.g. 'builtin.module(psk-verify,canonicalize)'",
     )
     p.add_argument(
-        "--list-passes", action="store_true", help="list presk's and upstream passes, then exit"
+        "--list-passes",
+        action="store_true",
+        help="list presk's passes with their options and defaults, and upstream passes, then exit",
     )
     p.add_argument(
         "--print-ir-after-all", action="store_true", help="print the IR after every pass to stderr"
@@ -79,13 +81,25 @@ def _parser() -> ArgParser:
 
 
 def list_passes() -> str:
+    """presk's passes, each with its options (`psk-tile{m=2 n=16}`) and their defaults,
+    as `mlir-opt --help` lists a pass's; then upstream's passes."""
     lines = ["presk passes:"]
     for name, cls in registry().items():
         lines.append(f"  {name:<32} {cls.description}")
+        for option, typ, default in cls.options():
+            spelled = f"--{option}=<{'string' if typ == 'str' else typ}>"
+            lines.append(f"    {spelled:<30} (default {_shown(default)})")
     lines.append("upstream MLIR passes:")
     for name, desc in upstream_passes():
         lines.append(f"  {name:<32} {desc}")
     return "\n".join(lines) + "\n"
+
+
+def _shown(default) -> str:
+    """An option's default as a pipeline spells it: `true`, `8`, `IJ`, `""` when empty."""
+    if isinstance(default, bool):
+        return str(default).lower()
+    return str(default) if default != "" else '""'
 
 
 def read_input(path: str) -> tuple[str, str]:

@@ -1,0 +1,116 @@
+"""Progress on slow work (presk/progress.py): one stderr line after a second, cleared at
+the end, drawn only on a terminal (or when PRESK_PROGRESS=1 forces it), and the counts
+the mlir backend and the reference report."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from contextlib import redirect_stderr
+
+import pytest
+
+from presk import api, progress
+from presk.backends.interp import applications
+from presk.backends.native import Compiler
+from presk.errors import UsageError
+from presk.progress import Progress
+
+LINEAR = ("tutorial/01_linear.psk", "Linear{3, 2}.apply", {"batch": 4})
+MINIGPT = ("tutorial/05_minigpt.psk", "MiniGPT{64, 16, 2, 2}.loss", {"B": 1, "T": 4})
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_line_is_drawn_counted_and_cleared(monkeypatch):
+    monkeypatch.setenv("PRESK_PROGRESS", "1")  # on, though a StringIO is no terminal
+    out = io.StringIO()
+    with Progress("compiling kernels", 3, stream=out, delay=0) as p:
+        for _ in range(3):
+            p.advance()
+    text = out.getvalue()
+    assert text.startswith("\rcompiling kernels 1/3  0.0 s\x1b[K")
+    assert "\rcompiling kernels 3/3  0.0 s\x1b[K" in text  # the last count is always drawn
+    assert text.endswith("\x1b[K\r\x1b[K")  # cleared once done
+
+
+def test_nothing_is_drawn_in_the_first_second_or_under_another_progress(monkeypatch):
+    monkeypatch.setenv("PRESK_PROGRESS", "1")
+    quick, inner = io.StringIO(), io.StringIO()
+    with Progress("quick", 2, stream=quick) as p:
+        p.advance(2)
+    with Progress("outer", 1, stream=io.StringIO()), Progress("inner", stream=inner, delay=0) as q:
+        q.advance()
+    assert quick.getvalue() == "" and inner.getvalue() == ""
+
+
+def test_a_terminal_gets_the_line_unless_presk_progress_is_0(monkeypatch):
+    monkeypatch.delenv("PRESK_PROGRESS", raising=False)
+    for setting, drawn in ((None, True), ("0", False)):
+        if setting is not None:
+            monkeypatch.setenv("PRESK_PROGRESS", setting)
+        tty = Terminal()
+        with Progress("reference: op", 900, stream=tty, delay=0) as p:
+            p.advance(120)
+        assert ("reference: op 120/900" in tty.getvalue()) is drawn, setting
+
+
+def test_a_bad_presk_progress_is_a_usage_error(monkeypatch):
+    monkeypatch.setenv("PRESK_PROGRESS", "yes")
+    with pytest.raises(UsageError, match="PRESK_PROGRESS=yes"), Progress("x", stream=Terminal()):
+        pass
+
+
+def test_a_process_whose_stderr_is_not_a_terminal_gets_no_line():
+    script = (
+        "from presk.progress import Progress\n"
+        "with Progress('sweep: layout', 2, delay=0) as p:\n"
+        "    p.advance(); p.advance()\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PRESK_PROGRESS"}
+    quiet = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
+    assert quiet.returncode == 0 and quiet.stderr == "" and quiet.stdout == ""
+    forced = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env={**env, "PRESK_PROGRESS": "1"},
+    )
+    assert "sweep: layout 2/2" in forced.stderr and forced.stdout == ""
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_the_reference_counts_every_primitive_it_applies(grad):
+    path, entry, dims = MINIGPT  # folds over its layers, forward and backward
+    core = api.load(path).elaborate(entry, dims)
+    if grad:
+        core = core.derived(entry=f"{entry}.grad")
+    compiled = core.lower().compile("interp", bits=64)
+    backend = compiled.backend
+    applied, apply = [], backend.host.apply
+    backend.host.apply = lambda *a: applied.append(1) or apply(*a)
+    compiled.drawn(0)()
+    total = applications(backend.program, backend.program.entry, {})
+    assert total > 0 and len(applied) == total
+
+
+def test_the_first_call_counts_the_kernels_the_cache_does_not_hold(tmp_path, monkeypatch):
+    monkeypatch.setenv("PRESK_PROGRESS", "1")
+    monkeypatch.setattr(progress, "DELAY", 0)
+    path, entry, dims = LINEAR
+    kernels = api.load(path).elaborate(entry, dims).lower("f64", "default")
+    lines = []
+    for _ in ("cold", "warm"):
+        compiled = kernels.compile("mlir", threads=1)
+        compiled.backend.compiler = Compiler(tmp_path)  # an empty cache, then the same one
+        err = io.StringIO()
+        with redirect_stderr(err):
+            compiled.drawn(0)()
+        lines.append(err.getvalue())
+    assert "\rcompiling kernels 2/2  " in lines[0] and lines[0].endswith("\r\x1b[K")
+    assert lines[1] == ""
