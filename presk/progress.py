@@ -4,9 +4,10 @@ A `Progress` says nothing for its first second (`DELAY`), so work that ends soon
 shows one. Then it draws `compiling kernels 37/142  4.1 s` on stderr, never stdout (a
 `--format json` output stays clean), and clears the line when the work ends. It draws
 only for a person watching: stderr a terminal, in the main process (a pool's workers
-share that terminal), and no other progress open in the process (a sweep's own compiles
-stay quiet under the sweep's line). `PRESK_PROGRESS=0` turns it off; `PRESK_PROGRESS=1`
-turns it on without a terminal too (the tests' hook).
+share that terminal), and only the innermost progress open (the kernels a training run's
+first step compiles show over its step counter, which returns when they are done).
+`PRESK_PROGRESS=0` turns it off; `PRESK_PROGRESS=1` turns it on without a terminal too
+(the tests' hook).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from presk.errors import UsageError
 DELAY = 1.0  # seconds of silence before the line appears
 REDRAW = 0.1  # seconds between two drawings of the line
 
-_open = 0  # progresses open in this process; only the outermost draws
+_open = 0  # progresses open in this process; only the innermost draws
 
 
 def wanted(stream) -> bool:
@@ -40,26 +41,35 @@ class Progress:
     `total` may be set once known; None draws the count alone."""
 
     def __init__(
-        self, label: str, total: int | None = None, stream=None, delay: float | None = None
+        self,
+        label: str,
+        total: int | None = None,
+        stream=None,
+        delay: float | None = None,
+        enabled: bool = True,
     ):
         self.label = label
         self.total = total
         self.stream = stream or sys.stderr
         self.delay = DELAY if delay is None else delay
+        self.enabled = enabled  # False: a command's --quiet
         self.done = 0
+        self._depth = 0
         self._on = self._drawn = False
         self._start = self._last = 0.0
 
     def __enter__(self) -> Progress:
         global _open
-        self._on = _open == 0 and wanted(self.stream)
         _open += 1
+        self._depth = _open
+        self._on = self.enabled and wanted(self.stream)
         self._start = time.monotonic()
         return self
 
-    def advance(self, n: int = 1) -> None:
+    def advance(self, n: int = 1, detail: str | None = None) -> None:
+        """`n` more units done; `detail`, if given, is drawn in place of the count."""
         self.done += n
-        if not self._on:
+        if not self._on or _open != self._depth:  # a progress inside this one draws
             return
         now = time.monotonic()
         if now - self._start < self.delay:
@@ -68,14 +78,21 @@ class Progress:
             return
         count = self.done if self.total is None else f"{self.done}/{self.total}"
         # \x1b[K clears what a longer line before left to the right
-        self.stream.write(f"\r{self.label} {count}  {now - self._start:.1f} s\x1b[K")
+        text = detail or f"{count}  {now - self._start:.1f} s"
+        self.stream.write(f"\r{self.label} {text}\x1b[K")
         self.stream.flush()
         self._drawn, self._last = True, now
+
+    def clear(self) -> None:
+        """Erase the line, so that a line printed next stands alone; the next `advance`
+        draws it again."""
+        if self._drawn:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+            self._drawn = False
 
     def __exit__(self, *exc) -> None:
         global _open
         _open -= 1
         self._on = False
-        if self._drawn:
-            self.stream.write("\r\x1b[K")
-            self.stream.flush()
+        self.clear()

@@ -39,14 +39,38 @@ def test_the_line_is_drawn_counted_and_cleared(monkeypatch):
     assert text.endswith("\x1b[K\r\x1b[K")  # cleared once done
 
 
-def test_nothing_is_drawn_in_the_first_second_or_under_another_progress(monkeypatch):
+def test_nothing_is_drawn_in_the_first_second(monkeypatch):
     monkeypatch.setenv("PRESK_PROGRESS", "1")
-    quick, inner = io.StringIO(), io.StringIO()
+    quick = io.StringIO()
     with Progress("quick", 2, stream=quick) as p:
         p.advance(2)
-    with Progress("outer", 1, stream=io.StringIO()), Progress("inner", stream=inner, delay=0) as q:
-        q.advance()
-    assert quick.getvalue() == "" and inner.getvalue() == ""
+    assert quick.getvalue() == ""
+
+
+def test_the_innermost_progress_draws_and_the_outer_returns_after_it(monkeypatch):
+    monkeypatch.setenv("PRESK_PROGRESS", "1")
+    line = io.StringIO()
+    with Progress("training", 2, stream=line, delay=0) as outer:
+        with Progress("compiling kernels", 1, stream=line, delay=0) as inner:
+            outer.advance(detail="hidden")
+            inner.advance()
+        outer.advance(detail="step 2/2")
+    drawn = line.getvalue()
+    assert "hidden" not in drawn
+    assert drawn.index("compiling kernels 1/1") < drawn.index("training step 2/2")
+    assert drawn.endswith("\r\x1b[K")
+
+
+def test_clear_erases_the_line_for_a_printed_one(monkeypatch):
+    monkeypatch.setenv("PRESK_PROGRESS", "1")
+    line = io.StringIO()
+    with Progress("training", stream=line, delay=0, enabled=True) as p:
+        p.advance(detail="step 1")
+        p.clear()
+        assert line.getvalue().endswith("step 1\x1b[K\r\x1b[K")
+    with Progress("quiet", stream=line, delay=0, enabled=False) as p:
+        p.advance(detail="never")
+    assert "never" not in line.getvalue()
 
 
 def test_a_terminal_gets_the_line_unless_presk_progress_is_0(monkeypatch):

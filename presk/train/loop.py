@@ -23,7 +23,6 @@ import csv
 import io
 import math
 import os
-import sys
 import time
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -36,6 +35,7 @@ from presk.errors import BindingError, FileFormatError, RealizationError, Runtim
 from presk.fileio import write_atomic
 from presk.ir.types import REAL_SCALAR, TensorType
 from presk.jsontext import first_violation
+from presk.progress import Progress
 from presk.quantize import parameter_values
 from presk.realize import Realization
 from presk.runtime import checkpoint
@@ -318,9 +318,20 @@ class Trainer:
         start = time.perf_counter()
         first = state.step + 1
         last = self.steps if stop_at is None else min(self.steps, stop_at)
-        bar = sys.stderr.isatty() and not self.quiet
         self.curve = [(r["step"], r["loss"]) for r in state.history]  # before this session
         best = state.best_validation()
+        with Progress("training", last - first + 1, enabled=not self.quiet) as bar:
+            row = self.steps_from(state, first, last, start, best, bar)
+        if self.out:
+            self.save(state)
+            self.write_logs(state)
+        return row
+
+    def steps_from(
+        self, state: State, first: int, last: int, start: float, best: float | None, bar
+    ) -> dict:
+        """Steps `first` to `last`, each logged, checkpointed and shown on `bar`; the last
+        step's row."""
         for step in range(first, last + 1):
             args, epoch = self.step_args(state, step)
             out = self.backend.call(args, self.context(step), self.symbol)
@@ -345,25 +356,15 @@ class Trainer:
                 best = row["val_loss"]
                 if self.out:
                     self.save(state, BEST)
-            if bar:
-                rate = (step - first + 1) / (time.perf_counter() - start)
-                done = (step - first + 1) / (last - first + 1)
-                text = progress(step, self.steps, rate, loss)
-                sys.stderr.write(f"\r[{'#' * int(30 * done):<30}] {text}\033[K")
-                sys.stderr.flush()
+            rate = (step - first + 1) / (time.perf_counter() - start)
+            bar.advance(detail=progress(step, self.steps, rate, loss))
             if self.out and self.ckpt_every and step % self.ckpt_every == 0 and step != last:
                 self.save(state)
-        if bar:
-            sys.stderr.write("\r\033[K")
-        if self.out:
-            self.save(state)
-            self.write_logs(state)
         return row
 
-    def show(self, row: dict, bar: bool) -> None:
-        """Print a row's log line (over the progress bar, if any)."""
-        if bar:
-            sys.stderr.write("\r\033[K")
+    def show(self, row: dict, bar: Progress) -> None:
+        """Print a row's log line (the progress line cleared first)."""
+        bar.clear()
         if not self.quiet:
             print(log_line(row), flush=True)
             if "val_loss" in row:
