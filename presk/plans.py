@@ -33,6 +33,12 @@ def read_plan(path: str) -> dict:
     return read_json(path, plan())
 
 
+def plan_realization(path: str) -> str | None:
+    """The machine type a plan (`plan_path`'s value) names in its `realize`, if any:
+    `auto` and `default` name none."""
+    return None if path in NAMED else read_plan(path).get("realize")
+
+
 def layout_change(entry: dict) -> Callable[[Layout], Layout]:
     """The change a plan's entry for a nest (checked by its schema) makes to a layout."""
     values = {k: v for k, v in entry.items() if k != "epilogue"}  # apply_plan folds it

@@ -32,6 +32,7 @@ from presk import jsontext
 from presk.errors import RealizationError
 from presk.fileio import read_text
 from presk.kernel.machine import TYPES
+from presk.runtime import pskd
 from presk.schemas import REALIZATION, check
 
 # what read_json reads: a realization or plan is a few lines, so anything past these
@@ -109,7 +110,11 @@ def read(arg: str) -> Realization:
     if not arg.startswith("@"):
         _fail("--realize", f"{arg!r} is f64, f32, bf16 or @FILE.json")
     path = arg[1:]
-    record = read_json(path, REALIZATION)
+    if path.endswith(".psk.d"):  # a checkpoint: the realization its run recorded
+        record = pskd.read(path).meta.get("realize", {})
+        check(record, REALIZATION, path)
+    else:
+        record = read_json(path, REALIZATION)
     quant = {
         p: Quant(q["bits"], q.get("over", -1), q.get("scheme", "absmax"))
         for p, q in record.get("quant", {}).items()

@@ -7,6 +7,7 @@ import sys
 from presk.backends.host import CallContext
 from presk.cli.common import seed_number
 from presk.cli.programs import add_backend_args, add_program_args, compile_args, elaborate_args
+from presk.cli.recorded import apply_checkpoint
 from presk.fileio import check_writable
 from presk.runtime import output
 from presk.runtime.inputs import arguments, parameters
@@ -14,7 +15,7 @@ from presk.runtime.synth import entry_arguments
 
 
 def configure(p) -> None:
-    add_program_args(p)
+    add_program_args(p, default_entry="apply")
     add_backend_args(p)
     p.add_argument(
         "--seed",
@@ -26,7 +27,8 @@ def configure(p) -> None:
         "--weights",
         metavar="CKPT|P.npz|P.safetensors",
         help="parameters from a checkpoint (.psk.d) or a parameters file (presk params) "
-        "instead of the initializers",
+        "instead of the initializers; a checkpoint of presk train also gives the flags left "
+        "out (--entry, --const, --dim, --realize, --remat)",
     )
     p.add_argument(
         "--inputs",
@@ -54,6 +56,8 @@ def run(args) -> int:
     for path in (args.out, args.save_inputs):
         if path:
             check_writable(path)  # before the run, which may take long
+    if args.weights:
+        apply_checkpoint(args, args.weights)
     core = elaborate_args(args)
     program = core.view
     params = parameters(program, args.seed, args.weights)

@@ -1,28 +1,52 @@
 """The flags of the commands that take FILE, and the library API calls they make
-(presk/api.py): reading the program, elaborating the entry, compiling it for a backend."""
+(presk/api.py): reading the program, elaborating the entry, compiling it for a backend.
+
+A flag whose default a checkpoint's record or a plan may replace (`--entry`, `--remat`,
+`--realize`) holds its default as a `Defaulted` string, so that what the user gave is
+told apart from what they left out (presk/cli/recorded.py)."""
 
 from __future__ import annotations
 
+import sys
+
 from presk import api, backends
+from presk import realize as realizations
 from presk.api import MAX_BITS
 from presk.cli.common import count, real_number, seed_number, whole_number
-from presk.front.bindings import missing_entry, parse_assignments
-from presk.plans import plan_path
+from presk.errors import RealizationError
+from presk.front.bindings import default_entry, missing_entry, parse_assignments
+from presk.plans import plan_path, plan_realization
 from presk.stages import REMATS
 from presk.toolchain import check_threads
 from presk.train.loop import Hyper
 
 
+class Defaulted(str):
+    """A flag's default, told apart from the same value given: a checkpoint's recorded
+    binding or a plan's realization replaces it, never what the user gave."""
+
+
+def given(value) -> bool:
+    """Whether a flag's value is the user's: neither left out nor its default."""
+    return value is not None and not isinstance(value, Defaulted)
+
+
 def add_program_args(p, default_entry: str | None = None, file_optional: bool = False) -> None:
     """FILE and the flags that bind its entry; FILE may be left out where a mode of the
-    command reads no program (`presk bench --calibrate`)."""
+    command reads no program (`presk bench --calibrate`). Without `--entry`, a command
+    with a `default_entry` (train's `loss`, run's `apply`) takes the one entry of that
+    name whose module's consts are given (`bindings`)."""
     p.add_argument("file", nargs="?" if file_optional else None, help="the .psk program")
     p.add_argument(  # not required here: its absence is refused with the program's entries
         "--entry",
-        default=default_entry,
+        default=Defaulted(default_entry) if default_entry else None,
         metavar="E",
         help="the function to run: fn, Module.fn or 'Module{c1, c2}.fn'"
-        + (f" (default {default_entry})" if default_entry else ""),
+        + (
+            f" (left out: the one {default_entry} whose module's consts are given)"
+            if default_entry
+            else ""
+        ),
     )
     p.add_argument("--dim", action="append", metavar="NAME=N", help="bind a dim (repeatable)")
     p.add_argument(
@@ -34,7 +58,7 @@ def add_program_args(p, default_entry: str | None = None, file_optional: bool = 
     p.add_argument(
         "--remat",
         choices=REMATS,
-        default="store",
+        default=Defaulted("store"),
         help="a derivative's residuals: store the forward's values (default) or recompute them",
     )
 
@@ -45,13 +69,17 @@ def load_program(path: str) -> api.Program:
 
 
 def bindings(args, program: api.Program) -> dict:
-    """`--entry`, `--dim` and `--const` as the API's `entry`, `dims` and `consts`."""
+    """`--entry`, `--dim` and `--const` as the API's `entry`, `dims` and `consts`; an
+    entry left out is the command's default one (`add_program_args`), set in `args`."""
     if args.entry is None:  # refused before the sizes are read, as the API does
         raise missing_entry(program.ast)
+    consts = parse_assignments(args.const, "--const", "E3007")
+    if not given(args.entry):
+        args.entry = default_entry(program.ast, args.entry, consts)
     return {
         "entry": args.entry,
         "dims": parse_assignments(args.dim, "--dim", "E3004"),
-        "consts": parse_assignments(args.const, "--const", "E3007"),
+        "consts": consts,
     }
 
 
@@ -141,10 +169,10 @@ def add_backend_args(p, default: str = "interp") -> None:
     )
     p.add_argument(
         "--realize",
-        default="f64",
+        default=Defaulted("f64"),
         metavar="T|@R.json",
-        help="the realization: a machine type (f64, f32, bf16; default f64) or a record "
-        "(docs/realizations.md)",
+        help="the realization: a machine type (f64, f32, bf16) or a record "
+        "(docs/realizations.md); default: the --plan file's type, else f64",
     )
     p.add_argument(
         "--threads",
@@ -171,5 +199,29 @@ def plan_of(args) -> str | None:
 
 def compile_args(args, core: api.Core) -> api.Compiled:
     """`core` lowered in `--realize` (and `--plan`), compiled for `--backend`."""
+    check_plan_realization(args)
+    if args.plan and args.backend == "interp":
+        print(
+            f"note: the reference (--backend interp) computes exactly at --bits {args.bits}: "
+            "it takes neither the plan's layouts nor its realize",
+            file=sys.stderr,
+        )
     kernels = core.lower(args.realize, args.plan)
     return kernels.compile(args.backend, threads=args.threads, bits=args.bits)
+
+
+def check_plan_realization(args) -> None:
+    """Refuse (E7006) a `--realize` given whose machine type is not the one the `--plan`
+    file names: the plan's would replace it unseen. Left out, the plan's type runs."""
+    if not (args.plan and given(args.realize)):
+        return
+    named = plan_realization(plan_path(args.plan))
+    ours = realizations.read(args.realize).default
+    if named is not None and named != ours:
+        flag = f"--realize {args.realize}" + (f" (default {ours})" if ours != args.realize else "")
+        raise RealizationError(
+            f"{flag} disagrees with the realize {named} of the plan {args.plan}: leave "
+            f"--realize out to run the plan's {named}, or plan for {ours} "
+            f"(presk plan --realize {ours})",
+            code="E7006",
+        )

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from presk.core.program import read_host_program
 from presk.errors import BindingError
-from presk.front import ast
+from presk.front import ast, unparse
+from presk.front.prelude import FILE as PRELUDE
 from presk.ir.types import PskType, leaves
 from presk.prims.base import counted
 
@@ -202,24 +203,116 @@ def _unknown_entry(program: ast.SourceTree, text: str) -> BindingError:
 
 def missing_entry(program: ast.SourceTree) -> BindingError:
     return BindingError(
-        f"give the function to run with --entry (entries: {_entry_list(program)})", code="E3001"
+        f"give the function to run with --entry (entries: {_entry_list(program)}; "
+        "`presk entries FILE` shows their arguments)",
+        code="E3001",
     )
 
 
+def default_entry(program: ast.SourceTree, name: str, consts: dict[str, int]) -> str:
+    """The entry a command takes when `--entry` is left out: `name` (train's `loss`, run's
+    `apply`) if it names one entry, as `--entry name` would, whose module's consts
+    `consts` binds all; else E3001 with the program's entries."""
+    try:
+        entry = resolve_entry(program, Entry(None, None, name), consts)
+    except BindingError:
+        raise missing_entry(program) from None
+    module = program.modules.get(entry.module)
+    if module is not None and not set(module.consts) <= set(consts):
+        raise missing_entry(program)
+    return name
+
+
 def _entry_list(program: ast.SourceTree) -> str:
-    return ", ".join(available_entries(program)) or "none"
+    listed = [
+        s.entry + (f" (dims {s.dims_text})" if s.dims else "") for s in entry_signatures(program)
+    ]
+    return ", ".join(listed) or "none"
 
 
 def available_entries(program: ast.SourceTree) -> list[str]:
-    out = list(program.functions)
-    for mod in program.modules.values():
-        consts = "{" + ", ".join(mod.consts) + "}" if mod.consts else ""
-        out += [
-            f"{mod.name}{consts}.{m.name}"
-            for m in mod.members
-            if isinstance(m, (ast.FnDef, ast.FnAlias))
-        ]
+    return [s.entry for s in entry_signatures(program)]
+
+
+@dataclass(frozen=True)
+class Signature:
+    """An entry as `presk entries` shows it: its text for `--entry`, its arguments and
+    result as the program declares them (or the function it is made from), and the dims
+    they use (with a default, `N=32`)."""
+
+    entry: str  # `fn`, or `Module{c1, c2}.fn` with the module's consts
+    module: str | None
+    consts: tuple[str, ...]
+    function: str
+    arguments: tuple[tuple[str, str | None], ...]  # (name, type), None for an untyped one
+    result: str | None  # the declared result type, None where it is left to inference
+    alias: str | None  # `grad(loss)` for `fn loss_grad = grad(loss)`, else None
+    dims: tuple[tuple[str, int | None], ...]  # each dim used, with its default or None
+    prelude: bool  # an entry of presk's prelude (adamw), not of the program
+
+    @property
+    def dims_text(self) -> str:
+        return ", ".join(d if n is None else f"{d}={n}" for d, n in self.dims)
+
+    def text(self) -> str:
+        if self.alias is not None:
+            head = f"{self.entry} = {self.alias}"
+        else:
+            args = ", ".join(f"{n} : {t}" if t else n for n, t in self.arguments)
+            head = f"{self.entry}({args})" + (f" -> {self.result}" if self.result else "")
+        return head + (f"   dims {self.dims_text}" if self.dims else "")
+
+
+def entry_signatures(program: ast.SourceTree) -> list[Signature]:
+    """Every entry of a program: its top-level functions, then each module's functions."""
+    owners: list[tuple[ast.ModuleDef | None, list]] = [(None, list(program.functions.values()))]
+    owners += [(m, m.members) for m in program.modules.values()]
+    out = []
+    for module, members in owners:
+        fns = {f.name: f for f in members if isinstance(f, (ast.FnDef, ast.FnAlias))}
+        for f in fns.values():
+            out.append(_signature(program, module, f, fns))
     return out
+
+
+# A name in a type or an alias's expression: sizes are small expressions of dims, consts
+# and numbers, so the names in their text are the ones they use.
+_NAME = re.compile(r"[^\W\d]\w*")
+
+
+def _signature(program: ast.SourceTree, module, f, siblings: dict) -> Signature:
+    consts = tuple(module.consts) if module is not None else ()
+    braces = "{" + ", ".join(consts) + "}" if consts else ""
+    entry = f"{module.name}{braces}.{f.name}" if module is not None else f.name
+    if isinstance(f, ast.FnAlias):
+        alias = unparse.expr(f.value)
+        made_from = [siblings[n] for n in _NAME.findall(alias) if n in siblings and n != f.name]
+        texts = [
+            unparse.type_(p.type)
+            for g in made_from
+            if isinstance(g, ast.FnDef)
+            for p in g.params
+            if p.type
+        ]
+        arguments, result = (), None
+    else:
+        alias = None
+        arguments = tuple((p.name, unparse.type_(p.type) if p.type else None) for p in f.params)
+        result = unparse.type_(f.ret) if f.ret else None
+        texts = [t for _, t in arguments if t] + ([result] if result else [])
+    used = {n for t in texts for n in _NAME.findall(t)}
+    dims = tuple((d, program.dim_defaults.get(d)) for d, _ in program.dims if d in used)
+    return Signature(
+        entry,
+        module.name if module is not None else None,
+        consts,
+        f.name,
+        arguments,
+        result,
+        alias,
+        dims,
+        f.span.file == PRELUDE,
+    )
 
 
 # The host's buffer of one element of each kind: float64, int64, bool.
