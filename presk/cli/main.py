@@ -19,6 +19,7 @@ COMMANDS: dict[str, str] = {
     "and print its output",
     "train": "train an entry's parameters with AdamW, on the reference or a native backend",
     "eval": "the mean loss of an entry over the validation windows of a data file",
+    "entries": "list a program's entries: each one's consts, arguments, result and dims",
     "data": "make a token-window data file (.psk.d) from text files",
     "dump": "show a program at a stage: its syntax tree (ast), PSK-Core (core), its kernels "
     "(kernel), the kernels as affine loops (affine) or in the LLVM dialect (llvm); or where "
