@@ -190,3 +190,47 @@ def test_plan_prints_shared_sites_by_shape_and_the_total(tmp_path):
     ]
     assert lines[-1].startswith("predicted for these 6 sites: ")
     assert lines[-1].endswith("faster than the default"), lines[-1]
+
+
+@pytest.fixture(scope="module")
+def trained_on_data(tmp_path_factory) -> tuple[str, str]:
+    """(data file, checkpoint) of 3 MiniGPT f32 steps on windows of 8 tokens, T taken
+    from the data: no --dim T given."""
+    out = tmp_path_factory.mktemp("run")
+    data = out / "d8.psk.d"
+    texts = sorted(str(p) for p in (REPO / "corpus" / "nlp" / "data").glob("*.txt"))
+    assert presk("data", *texts, "--window", "8", "--out", data).returncode == 0
+    train = ["train", MINIGPT, *CONSTS, "--dim", "B=2", "--data", data, "--steps", "3"]
+    proc = presk(*train, "--backend", "kernel", "--realize", "f32", "--out", out, "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    ckpt = out / "checkpoint.psk.d"
+    meta = pskd.read(str(ckpt)).meta
+    assert "T=8" in meta["dims"]  # the window
+    return str(data), str(ckpt)
+
+
+def test_eval_needs_only_the_checkpoint(trained_on_data):
+    data, ckpt = trained_on_data
+    spelled = presk("eval", MINIGPT, *SPELLED, "--data", data, "--weights", ckpt,
+                    "--backend", "kernel", "--realize", "f32", "--batches", "2")  # fmt: skip
+    bare = presk("eval", MINIGPT, "--weights", ckpt, "--backend", "kernel", "--batches", "2")
+    assert bare.returncode == 0, bare.stderr
+    assert bare.stdout == spelled.stdout
+    assert "on kernel in f32" in bare.stdout
+    refused = presk("eval", MINIGPT, "--weights", ckpt, "--const", "D=32")
+    assert refused.returncode == 1 and "error[E3015]" in refused.stderr
+
+
+def test_resume_needs_only_the_checkpoint(trained_on_data, tmp_path):
+    _, ckpt = trained_on_data
+    proc = presk("train", MINIGPT, "--resume", ckpt, "--steps", "4", "--backend", "kernel",
+                 "--out", tmp_path, "--quiet")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    meta = pskd.read(str(tmp_path / "checkpoint.psk.d")).meta
+    recorded = pskd.read(ckpt).meta
+    assert meta["step"] == 4 and meta["steps"] == 4
+    for key in ("entry", "dims", "consts", "realize", "data", "seed", "hyper"):
+        assert meta[key] == recorded[key], key
+    other = presk("train", MINIGPT, "--resume", ckpt, "--steps", "4", "--lr", "0.5",
+                  "--backend", "kernel", "--out", tmp_path, "--quiet")  # fmt: skip
+    assert other.returncode == 1 and "error[E9005]" in other.stderr

@@ -6,10 +6,13 @@ from presk.cli.common import positive_count, seed_number
 from presk.cli.programs import (
     add_backend_args,
     add_program_args,
+    bind_window,
     compile_args,
     elaborate_args,
     load_program,
 )
+from presk.cli.recorded import apply_checkpoint
+from presk.errors import UsageError
 from presk.runtime.inputs import parameters
 from presk.train.data import Windows
 from presk.train.evaluate import Validation, backend_words, check_validation, validation_loss
@@ -19,7 +22,10 @@ from presk.train.loop import check_token_entry
 def configure(p) -> None:
     add_program_args(p, default_entry="loss")
     p.add_argument(
-        "--data", required=True, metavar="FILE.psk.d", help="token windows from `presk data`"
+        "--data",
+        metavar="FILE.psk.d",
+        help="token windows from `presk data` (default: the data a --weights checkpoint "
+        "was trained on)",
     )
     p.add_argument(
         "--weights", metavar="CKPT.psk.d", help="the parameters (default: the initializers)"
@@ -34,8 +40,14 @@ def configure(p) -> None:
 
 
 def run(args) -> int:
+    meta = apply_checkpoint(args, args.weights) if args.weights else None
+    if args.data is None:
+        if not (meta and meta.get("data")):
+            raise UsageError("give --data: the validation windows to score")
+        args.data = meta["data"]
     program = load_program(args.file)
     data = Windows.load(args.data)
+    bind_window(args, program, data.window)
     core = elaborate_args(args, program)
     tokens, vocab = check_token_entry(core.view, data)
     check_validation(data, tokens.shape[0])

@@ -8,18 +8,22 @@ import time
 from dataclasses import asdict
 
 from presk import realize as realizations
+from presk.backends import BACKENDS
 from presk.cli.common import count, positive_count, real_number, seed_number
 from presk.cli.programs import (
+    Defaulted,
     add_backend_args,
     add_program_args,
+    bind_window,
     bindings,
     compile_args,
     elaborate_args,
+    given,
     load_program,
 )
+from presk.cli.recorded import apply_checkpoint
 from presk.errors import BindingError, UsageError
-from presk.front import ast
-from presk.front.bindings import entry_consts, parse_entry, resolve_entry
+from presk.front.bindings import argument_dim
 from presk.runtime.inputs import parameters
 from presk.train.data import Windows
 from presk.train.evaluate import backend_words
@@ -30,7 +34,7 @@ DEFAULT_STEPS = 100  # without --steps or --epochs
 
 def configure(p) -> None:
     add_program_args(p, default_entry="loss")
-    add_backend_args(p, default="mlir")
+    add_backend_args(p, default=Defaulted("mlir"))
     p.add_argument(
         "--steps",
         type=positive_count,
@@ -49,8 +53,7 @@ def configure(p) -> None:
     p.add_argument(
         "--seed",
         type=seed_number,
-        default=0,
-        help="seed of the parameters, batches and dropout (default 0)",
+        help="seed of the parameters, batches and dropout (default 0; --resume: the run's)",
     )
     p.add_argument(
         "--data",
@@ -60,23 +63,22 @@ def configure(p) -> None:
     p.add_argument(
         "--lr",
         type=real_number("a finite learning rate from 0"),
-        default=Hyper.lr,
-        help=f"peak learning rate (default {Hyper.lr})",
+        help=f"peak learning rate (default {Hyper.lr}; --resume: the run's)",
     )
     p.add_argument(
-        "--warmup", type=count, default=0, help="warm-up steps (default: a tenth of the run)"
+        "--warmup",
+        type=count,
+        help="warm-up steps (default: a tenth of the run; --resume: the run's)",
     )
     p.add_argument(
         "--weight-decay",
         type=real_number("a finite weight decay from 0"),
-        default=Hyper.wd,
-        help=f"AdamW's weight decay (default {Hyper.wd})",
+        help=f"AdamW's weight decay (default {Hyper.wd}; --resume: the run's)",
     )
     p.add_argument(
         "--clip",
         type=real_number("a finite positive gradient norm", strict=True),
-        default=Hyper.clip,
-        help=f"largest gradient 2-norm (default {Hyper.clip})",
+        help=f"largest gradient 2-norm (default {Hyper.clip}; --resume: the run's)",
     )
     p.add_argument(
         "--log-every",
@@ -106,7 +108,8 @@ def configure(p) -> None:
     p.add_argument(
         "--out",
         metavar="DIR",
-        help="checkpoint, log.csv and loss.png go here (default runs/<program>)",
+        help="checkpoint, log.csv and loss.png go here (default runs/<program>; with "
+        "--resume, the checkpoint's directory)",
     )
     p.add_argument(
         "--init",
@@ -134,7 +137,7 @@ def _bind_batch(args, program) -> None:
     if args.batch is None:
         return
     bound = bindings(args, program)  # the entry resolved, nothing elaborated
-    name = batch_dim(program.ast, bound["entry"], bound["consts"])
+    name = argument_dim(program.ast, bound["entry"], bound["consts"], 0)
     if name is None:
         raise BindingError(
             f"--batch binds the dim sizing the first axis of the entry's first argument; "
@@ -151,25 +154,31 @@ def _bind_batch(args, program) -> None:
     ]
 
 
-def batch_dim(tree: ast.SourceTree, entry_text: str, consts: dict[str, int]) -> str | None:
-    """The dim that sizes the first axis of the entry's first argument, as written (`x :
-    ℝ[N, In]` or `x : ℝ[batch: N, In]` give N); None if that size is no dim. An entry
-    that is not there is refused (E3001)."""
-    entry = resolve_entry(tree, parse_entry(entry_text), consts)
-    entry_consts(tree, entry, consts)  # the entry exists
-    module = tree.modules[entry.module] if entry.module else None
-    fn = module.member(entry.function) if module else tree.functions[entry.function]
-    if not isinstance(fn, ast.FnDef) or not fn.params:
-        return None
-    first = fn.params[0].type
-    if not isinstance(first, ast.TensorTypeExpr) or not first.axes:
-        return None
-    size = first.axes[0].size
-    local = module.consts if module else []
-    dims = {name for name, _ in tree.dims}
-    return (
-        size.id if isinstance(size, ast.Name) and size.id in dims and size.id not in local else None
-    )
+# The flags of a run's setup a resumed run takes from its checkpoint when left out (the
+# bindings, realization and remat come through `apply_checkpoint`), and their defaults.
+SETUP_DEFAULTS = {
+    "seed": 0,
+    "lr": Hyper.lr,
+    "warmup": 0,
+    "weight_decay": Hyper.wd,
+    "clip": Hyper.clip,
+}
+_HYPER_FLAGS = {"lr": "lr", "warmup": "warmup", "weight_decay": "wd", "clip": "clip"}
+
+
+def setup_of_run(args, meta: dict) -> None:
+    """Fill what `presk train --resume` was not given from the run's recorded setup: its
+    data, seed, hyperparameters and backend (a flag given is compared by `resume`)."""
+    if args.data is None and meta.get("data"):
+        args.data = meta["data"]
+    if args.seed is None and isinstance(meta.get("seed"), int):
+        args.seed = meta["seed"]
+    hyper = meta.get("hyper") if isinstance(meta.get("hyper"), dict) else {}
+    for flag, key in _HYPER_FLAGS.items():
+        if getattr(args, flag) is None and key in hyper:
+            setattr(args, flag, hyper[key])
+    if not given(args.backend) and meta.get("backend") in BACKENDS:
+        args.backend = meta["backend"]
 
 
 def realization_record(realization: realizations.Realization) -> dict:
@@ -233,11 +242,18 @@ def run(args) -> int:
         raise UsageError("--eval-every evaluates over --data's validation windows: give --data")
     if args.eval_batches is not None and args.eval_every is None:
         raise UsageError("--eval-batches bounds the evaluations of --eval-every: give both")
+    if args.resume:
+        setup_of_run(args, apply_checkpoint(args, args.resume))
+    for flag, default in SETUP_DEFAULTS.items():
+        if getattr(args, flag) is None:
+            setattr(args, flag, default)
     realization = realizations.read(args.realize)
     check_trainable(realization)  # before the program is elaborated and compiled
     program = load_program(args.file)
     _bind_batch(args, program)
     data = Windows.load(args.data) if args.data else None
+    if data is not None:
+        bind_window(args, program, data.window)
     trained = elaborate_args(args, program, train_step=True)
     core = trained.view
     asked = planned_steps(args, data, core)
@@ -265,7 +281,11 @@ def run(args) -> int:
         state = State(params, zeros_like(params), zeros_like(params))
         steps = DEFAULT_STEPS if asked is None else asked
     meta["steps"] = steps
-    out = args.out or os.path.join("runs", os.path.splitext(os.path.basename(args.file))[0])
+    out = args.out or (
+        os.path.dirname(os.path.abspath(args.resume))  # a resumed run goes on where it was
+        if args.resume
+        else os.path.join("runs", os.path.splitext(os.path.basename(args.file))[0])
+    )
     backend = compile_args(args, trained).backend
     trainer = Trainer(
         core,

@@ -14,7 +14,7 @@ from presk import realize as realizations
 from presk.api import MAX_BITS
 from presk.cli.common import count, real_number, seed_number, whole_number
 from presk.errors import RealizationError
-from presk.front.bindings import default_entry, missing_entry, parse_assignments
+from presk.front.bindings import argument_dim, default_entry, missing_entry, parse_assignments
 from presk.plans import plan_path, plan_realization
 from presk.stages import REMATS
 from presk.toolchain import check_threads
@@ -81,6 +81,15 @@ def bindings(args, program: api.Program) -> dict:
         "dims": parse_assignments(args.dim, "--dim", "E3004"),
         "consts": consts,
     }
+
+
+def bind_window(args, program: api.Program, window: int) -> None:
+    """Bind the dim sizing the tokens' second axis (T) to a data file's window, where
+    neither `--dim` nor the program binds it: the data says how long a window is."""
+    bound = bindings(args, program)
+    name = argument_dim(program.ast, bound["entry"], bound["consts"], 1)
+    if name is not None and name not in bound["dims"] and name not in program.ast.dim_defaults:
+        args.dim = (args.dim or []) + [f"{name}={window}"]
 
 
 def elaborate_args(args, program: api.Program | None = None, train_step: bool = False) -> api.Core:

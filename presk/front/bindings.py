@@ -348,3 +348,24 @@ def check_memory(module, entry: Entry, sizes: dict[str, int]) -> None:
             f"for its buffers, more than this machine's {have} bytes ({have / 2**30:.3g} GiB)",
             code="E3012",
         )
+
+
+def argument_dim(tree: ast.SourceTree, entry_text: str, consts: dict[str, int], axis: int):
+    """The dim that sizes axis `axis` of the entry's first argument, as written (`x :
+    ℝ[N, In]` or `x : ℝ[batch: N, In]` give N at axis 0); None if that size is no dim. An
+    entry that is not there is refused (E3001)."""
+    entry = resolve_entry(tree, parse_entry(entry_text), consts)
+    entry_consts(tree, entry, consts)  # the entry exists
+    module = tree.modules[entry.module] if entry.module else None
+    fn = module.member(entry.function) if module else tree.functions[entry.function]
+    if not isinstance(fn, ast.FnDef) or not fn.params:
+        return None
+    first = fn.params[0].type
+    if not isinstance(first, ast.TensorTypeExpr) or len(first.axes) <= axis:
+        return None
+    size = first.axes[axis].size
+    local = module.consts if module else []
+    dims = {name for name, _ in tree.dims}
+    return (
+        size.id if isinstance(size, ast.Name) and size.id in dims and size.id not in local else None
+    )
