@@ -120,6 +120,10 @@ def _unreadable(path: str, reason: str) -> UsageError:
 # A program is a few kilobytes. Parsing takes lark about 20 s and 600 MB a dense
 # megabyte, so past this a file is a mistake (or /dev/zero), refused unparsed.
 MAX_SOURCE_BYTES = 1 << 20
+# A .psk.d container's header.json (presk/runtime/pskd.py): it lists the arrays and holds
+# `meta`, never the data; JSON nested at most this deep (presk writes at most 5 levels).
+PSKD_HEADER_BYTES = 64 << 20
+PSKD_HEADER_DEPTH = 32
 
 
 def source_line(path: str, line: int) -> str | None:

@@ -26,13 +26,13 @@ do to parameter values (integer weights, rounding) is presk/quantize.py.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 from presk import jsontext
 from presk.errors import RealizationError
-from presk.fileio import read_text
+from presk.fileio import PSKD_HEADER_BYTES, PSKD_HEADER_DEPTH, read_text
 from presk.kernel.machine import TYPES
-from presk.runtime import pskd
 from presk.schemas import REALIZATION, check
 
 # what read_json reads: a realization or plan is a few lines, so anything past these
@@ -102,6 +102,14 @@ def read_json(
     return value
 
 
+# What `read` takes from a checkpoint's header.json: the realization its run recorded.
+_RECORDED = {
+    "type": "object",
+    "properties": {"meta": {"type": "object", "properties": {"realize": REALIZATION}}},
+    "required": ["meta"],
+}
+
+
 def read(arg: str) -> Realization:
     """`f64`, `f32`, `bf16` or `@R.json`."""
 
@@ -111,8 +119,9 @@ def read(arg: str) -> Realization:
         _fail("--realize", f"{arg!r} is f64, f32, bf16 or @FILE.json")
     path = arg[1:]
     if path.endswith(".psk.d"):  # a checkpoint: the realization its run recorded
-        record = pskd.read(path).meta.get("realize", {})
-        check(record, REALIZATION, path)
+        header = os.path.join(path, "header.json")
+        meta = read_json(header, _RECORDED, "E9002", PSKD_HEADER_BYTES, PSKD_HEADER_DEPTH)
+        record = meta["meta"].get("realize", {})
     else:
         record = read_json(path, REALIZATION)
     quant = {

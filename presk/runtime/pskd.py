@@ -40,13 +40,13 @@ import numpy as np
 
 from presk import jsontext
 from presk.errors import FileFormatError, UsageError
+from presk.fileio import PSKD_HEADER_BYTES, PSKD_HEADER_DEPTH
 from presk.front.bindings import MAX_SIZE
 
 FORMAT = "presk.psk.d"
 VERSION = 1
 DTYPES = ("float64", "float32", "bfloat16", "int64", "bool", "uint16", "uint8", "int8", "mpfr")
-HEADER_BYTES = 64 << 20  # the header lists the arrays and holds `meta`, never the data
-HEADER_DEPTH = 32  # nesting of JSON arrays and objects; presk writes at most 5
+HEADER_BYTES, HEADER_DEPTH = PSKD_HEADER_BYTES, PSKD_HEADER_DEPTH
 MPFR_BITS = 1 << 16  # the largest precision read back: a value costs its bits in memory
 
 SCHEMA = {
