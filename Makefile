@@ -5,7 +5,7 @@ BIN       := $(VENV)/bin
 STAMP     := $(VENV)/.installed
 JOBS      ?= 2
 
-.PHONY: help setup demo test test-all lint conformance clean
+.PHONY: help setup demo test test-all lint conformance c-conformance clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 12
@@ -34,6 +34,9 @@ test-all: setup  ## everything, tests marked slow included
 
 conformance: setup  ## measure the machine backends against the reference into docs/conformance.md
 	$(BIN)/python tools/conformance.py
+
+c-conformance: setup  ## export every conformance case and tutorial entry to C, build, compare bits with --backend mlir
+	$(BIN)/python tools/c_conformance.py
 
 lint: setup  ## ruff lint and format check
 	$(BIN)/ruff check presk passes tools tests test/lit/lit.cfg.py

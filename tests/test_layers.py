@@ -20,6 +20,7 @@ LAYERS: list[tuple[str, ...]] = [
         "presk.constants",
         "presk.toolchain",
         "presk.timing",
+        "presk.progress",
     ),
     ("presk.ir",),
     ("presk.kernel",),
@@ -32,9 +33,9 @@ LAYERS: list[tuple[str, ...]] = [
     ("presk.passes",),
     ("presk.pipeline", "presk.stages"),
     ("presk.backends",),
-    ("presk.train",),
+    ("presk.train", "presk.export"),
     ("presk.api",),
-    ("presk.precision",),
+    ("presk.precision", "presk.generate", "presk.serve"),
     ("presk.cli",),
 ]
 RANK = {unit: rank for rank, units in enumerate(LAYERS) for unit in units}

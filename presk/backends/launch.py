@@ -80,13 +80,17 @@ class LaunchPlan:
         return bufs
 
     def check(self, ins: list[Tensor], indices: np.ndarray) -> None:
-        """Tokens or targets (`indices`, the second input as the kernel reads it) in range
-        of the table or the row, checked on the host before a kernel reads by them."""
+        """Tokens or targets (`indices`, the second input as the kernel reads it) in range,
+        checked on the host before a kernel reads by them."""
+        check_indices(indices, *self.index_bound(ins))
+
+    def index_bound(self, ins: list[Tensor]) -> tuple[int, str]:
+        """What a gathering kernel's indices (its second input) must stay under, and what
+        they are: the table's rows for tokens, the row's length for targets."""
         if self.gather == "embed":
-            check_indices(indices, ins[0].type.axes[0].size, "token")
-        elif self.gather is not None:  # cross_entropy, cross_entropy_vjp
-            logits = ins[0].type
-            check_indices(indices, logits.axes[row_axis(logits, ins[1].type)].size, "target")
+            return ins[0].type.axes[0].size, "token"
+        logits = ins[0].type  # cross_entropy, cross_entropy_vjp
+        return logits.axes[row_axis(logits, ins[1].type)].size, "target"
 
     def keep(self, generator) -> np.ndarray:
         """Dropout's mask from the launch's generator: kept where a draw is at least the rate."""

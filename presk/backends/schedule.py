@@ -52,6 +52,38 @@ class Launch:
 
 
 @dataclass(frozen=True)
+class StackLayers:
+    """A host step copying `nbytes` from each (region, offset) to the arena at `dst`: the
+    layers of a fold's output stacked."""
+
+    pieces: list[tuple[int, int, int]]  # (region, offset, dst)
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class GatherCheck:
+    """A host step checking every index of `indices` (int64) in [0, size) before a kernel
+    reads by them; `what` names them (token, target), `site` the op gathering by them."""
+
+    indices: Buf
+    size: int
+    what: str
+    site: str
+
+
+class HostLabel(str):
+    """A host step's label (`host: gather check`), with what the step does where a reader
+    re-emits it (the C export): a `StackLayers`, a `GatherCheck`, or None."""
+
+    detail: StackLayers | GatherCheck | None
+
+    def __new__(cls, text: str, detail: StackLayers | GatherCheck | None = None):
+        label = super().__new__(cls, text)
+        label.detail = detail
+        return label
+
+
+@dataclass(frozen=True)
 class Buf:
     """A buffer of a schedule: `shape` elements of `dtype` at `offset` bytes into a region."""
 
@@ -190,7 +222,7 @@ class Schedule:
             for region, offset, dst in pieces:
                 ctypes.memmove(regions[ARENA] + dst, regions[region] + offset, n)
 
-        self._add(step, "host: stack layers")
+        self._add(step, HostLabel("host: stack layers", StackLayers(pieces, n)))
         return out
 
     def _converted(self, buf: Buf | Quantized, element: str, op) -> Buf:
@@ -235,11 +267,13 @@ class Schedule:
         )
         if plan.gather is not None:
             indices = bufs[1]
+            gather = GatherCheck(indices, *plan.index_bound(ins), op.site)
 
             def check(arrays, ctx):
                 plan.check(ins, view(indices, arrays))
 
-            self._host_step(op, check, "host: gather check", first=indices.region != ARENA)
+            label = HostLabel("host: gather check", gather)
+            self._host_step(op, check, label, first=indices.region != ARENA)
         kernel = self.backend.kernels[plan.kernel]
         buffers = [(b.region, b.offset) for b in bufs]
         self._add(self.backend.launch_step(kernel, buffers), Launch(op.site, kernel, buffers))

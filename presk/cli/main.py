@@ -19,8 +19,12 @@ COMMANDS: dict[str, str] = {
     "and print its output",
     "train": "train an entry's parameters with AdamW, on the reference or a native backend",
     "eval": "the mean loss of an entry over the validation windows of a data file",
+    "generate": "continue a prompt with a model's logits, a token at a time (docs/generate.md)",
+    "serve": "keep a model compiled and answer generation requests over local HTTP",
     "entries": "list a program's entries: each one's consts, arguments, result and dims",
     "data": "make a token-window data file (.psk.d) from text files",
+    "export": "write an entry as a C99 program (model.c, model.h, a Makefile) through MLIR's "
+    "EmitC, with its parameters in model.bin",
     "dump": "show a program at a stage: its syntax tree (ast), PSK-Core (core), its kernels "
     "(kernel), the kernels as affine loops (affine) or in the LLVM dialect (llvm); or where "
     "precision matters, each value's ‖∂L/∂v‖₁ (sensitivity)",

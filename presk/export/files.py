@@ -1,0 +1,169 @@
+"""The files of an exported model besides the emitted code: model.h (the entry's C
+interface and the tables the fixed runtime reads), model.c (the fixed runtime around the
+emitted code), main.c, the Makefile and model.bin (the parameters in their realized
+types, then the schedule's constants, each at a 64-byte boundary)."""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+
+import numpy as np
+
+from presk.backends.schedule import ALIGN
+from presk.quantize import Quantized
+from presk.runtime.values import leaves
+
+# The flags of record: C99, no contraction of a multiply and an add, and the C library's
+# functions kept as calls (no builtin rewrites pow(x, 2) as x * x, as LLVM would not:
+# docs/mlir.md, section 8). No fast-math.
+EXACT_FLAGS = "-std=c99 -ffp-contract=off -fno-builtin"
+CFLAGS = "-O2 -Wall -Werror"
+C_TYPES = {
+    "float64": "double",
+    "float32": "float",
+    "bfloat16": "uint16_t",  # a bf16's bits
+    "int64": "int64_t",
+    "int8": "int8_t",
+}
+
+
+def c_ident(name: str) -> str:
+    """A path as a C identifier: `params.blocks.w` is `params_blocks_w`."""
+    return re.sub(r"\W", "_", name)
+
+
+def declaration(a) -> str:
+    """`float x[4][3]` for an export.Array."""
+    dims = "".join(f"[{n}]" for n in a.shape) or "[1]"
+    return f"{C_TYPES[a.dtype.name]} {a.name}{dims}"
+
+
+def model_files(kernels, model, param_regions: list[np.ndarray], emitted: str) -> dict:
+    schedule = model.schedule
+    data_arrays = param_regions + [np.ascontiguousarray(c) for c in schedule.consts]
+    consts_from = 1 + schedule.inputs
+    regions = list(range(1, 1 + len(param_regions)))
+    regions += [consts_from + i for i in range(len(schedule.consts))]
+    data, offsets = _packed(data_arrays)
+    names = _param_names(model.params) + [f"constant {i}" for i in range(len(schedule.consts))]
+    template = resources.files("presk.export")
+    return {
+        "model.h": _header(
+            kernels, model, list(zip(regions, offsets, strict=True)), names, data_arrays, len(data)
+        ),
+        "model.c": template.joinpath("model_template.c")
+        .read_text()
+        .replace("/* @EMITTED@ */", emitted.rstrip()),
+        "main.c": template.joinpath("main_template.c").read_text(),
+        "Makefile": MAKEFILE,
+        "model.bin": data,
+    }
+
+
+def _packed(arrays: list[np.ndarray]) -> tuple[bytes, list[int]]:
+    """The arrays' bytes one after another, each at a multiple of ALIGN, and each offset."""
+    out, offsets = bytearray(), []
+    for a in arrays:
+        out.extend(b"\0" * (-len(out) % ALIGN))
+        offsets.append(len(out))
+        out.extend(a.astype(a.dtype.newbyteorder("<"), copy=False).tobytes())
+    return bytes(out), offsets
+
+
+def _param_names(params) -> list[str]:
+    """Each parameter region's description: a path, or two for integer weights."""
+    names = []
+    for path, t in leaves(params) if params is not None else ():
+        if isinstance(t.data, Quantized):
+            names += [f"{path} (integer weights)", f"{path} (their f32 scales)"]
+        else:
+            names.append(path)
+    return names
+
+
+def _places(places: list[tuple[int, int]]) -> str:
+    return "{" + "".join(f"{{{r}, {o}}}, " for r, o in places) + "{0, 0}}"
+
+
+def _sizes(sizes: list[int]) -> str:
+    return "{" + "".join(f"{n}, " for n in sizes) + "0}"
+
+
+def _header(kernels, model, data_places, names, data_arrays, data_bytes: int) -> str:
+    schedule = model.schedule
+    core = kernels.core
+    bindings = ", ".join(f"{k}={v}" for k, v in {**core.consts, **core.dims}.items())
+    realize = kernels.realization.spelling or kernels.realization.default
+    outputs = [(t.data.region, t.data.offset) for _, t in leaves(schedule.result)]
+    lines = [
+        f"/* model.h, written by presk export: entry `{core.entry}` of "
+        f"{core.view.attrs.get('psk.program', '')}",
+        f"   ({bindings or 'no sizes'}), realization {realize}. */",
+        "#ifndef PRESK_MODEL_H",
+        "#define PRESK_MODEL_H",
+        "",
+        "#include <stddef.h>",
+        "#include <stdint.h>",
+        "",
+        "/* model.bin: the parameters in their realized types, then the constants, each at the",
+        "   offset given (bf16 arrays hold each value's 16 bits, as uint16_t). */",
+        *(
+            f"/*   {name}: {C_TYPES[a.dtype.name]}{''.join(f'[{n}]' for n in a.shape)} at {off} */"
+            for name, a, (_, off) in zip(names, data_arrays, data_places, strict=True)
+        ),
+        f"#define MODEL_DATA_BYTES {data_bytes}",
+        f"#define MODEL_DATA_ARRAYS {len(data_arrays)}",
+        "",
+        "/* The inputs, in the order model_run takes them. */",
+        *(f"/*   {i}: {declaration(a)} */" for i, a in enumerate(model.inputs)),
+        f"#define MODEL_INPUTS {len(model.inputs)}",
+        "/* The outputs, in the order model_run writes them. */",
+        *(f"/*   {i}: {declaration(a)} */" for i, a in enumerate(model.outputs)),
+        f"#define MODEL_OUTPUTS {len(model.outputs)}",
+        "",
+        "/* The schedule: regions 0 (the arena), the parameters, the inputs, the constants. */",
+        f"#define MODEL_ARENA_BYTES {schedule.arena}",
+        f"#define MODEL_REGIONS {1 + schedule.inputs + len(schedule.consts)}",
+        f"#define MODEL_FIRST_INPUT {1 + model.param_regions}",
+        f"#define MODEL_DATA_PLACES {_places(data_places)}",
+        f"#define MODEL_INPUT_BYTES {_sizes([a.nbytes for a in model.inputs])}",
+        f"#define MODEL_OUTPUT_BYTES {_sizes([a.nbytes for a in model.outputs])}",
+        f"#define MODEL_OUTPUT_PLACES {_places(outputs)}",
+        "",
+        "typedef struct model model;",
+        "extern const size_t model_input_bytes[MODEL_INPUTS + 1];",
+        "extern const size_t model_output_bytes[MODEL_OUTPUTS + 1];",
+        "",
+        "/* model.bin read into memory; NULL if it cannot be read or is not",
+        "   MODEL_DATA_BYTES long. */",
+        "model *model_load(const char *path);",
+        "void model_free(model *m);",
+        "/* The entry on inputs[i] (each as listed above), its outputs written to outputs[j].",
+        "   0; k > 0 when the k-th index check failed (an index out of range: nothing is",
+        "   computed); -1 when the arena cannot be allocated. */",
+        "int model_run(const model *m, const void *const inputs[], void *const outputs[]);",
+        "",
+        "#endif",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+MAKEFILE = f"""# Written by presk export. `make` builds ./model (main.c and model.c); `make model.o`
+# the model alone. EXACT_FLAGS are what keep the native backend's bits: keep them.
+CC ?= cc
+CFLAGS ?= {CFLAGS}
+EXACT_FLAGS = {EXACT_FLAGS}
+
+model: main.c model.c model.h
+\t$(CC) $(CFLAGS) $(EXACT_FLAGS) -o $@ main.c model.c -lm
+
+model.o: model.c model.h
+\t$(CC) $(CFLAGS) $(EXACT_FLAGS) -c -o $@ model.c
+
+clean:
+\trm -f model model.o
+
+.PHONY: clean
+"""

@@ -1,0 +1,68 @@
+/* main.c, written by presk export: runs the model once.
+
+     ./model model.bin inputs.bin outputs.bin
+
+   inputs.bin holds the inputs one after another, each in its C type (model.h lists them);
+   outputs.bin gets the outputs so. Exit status 0; 1 with a message on a bad file; 2 when
+   an index is out of range (model.h's MODEL_CHECK_k says which). */
+#include "model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static unsigned char *read_file(const char *path, size_t want) {
+  FILE *f = fopen(path, "rb");
+  unsigned char *buf = malloc(want + 1);
+  size_t got = 0;
+  if (f != NULL && buf != NULL) got = fread(buf, 1, want + 1, f);
+  if (f != NULL) fclose(f);
+  if (f == NULL || buf == NULL || got != want) {
+    fprintf(stderr, "model: %s is not %lu bytes of inputs\n", path, (unsigned long)want);
+    free(buf);
+    return NULL;
+  }
+  return buf;
+}
+
+int main(int argc, char **argv) {
+  const void *inputs[MODEL_INPUTS + 1];
+  void *outputs[MODEL_OUTPUTS + 1];
+  size_t i, in_bytes = 0, out_bytes = 0;
+  unsigned char *in, *out;
+  model *m;
+  int status;
+  FILE *f;
+  if (argc != 4) {
+    fprintf(stderr, "usage: %s model.bin inputs.bin outputs.bin\n", argv[0]);
+    return 1;
+  }
+  for (i = 0; i < MODEL_INPUTS; i++) in_bytes += model_input_bytes[i];
+  for (i = 0; i < MODEL_OUTPUTS; i++) out_bytes += model_output_bytes[i];
+  m = model_load(argv[1]);
+  if (m == NULL) {
+    fprintf(stderr, "model: cannot read %s as %lu bytes of parameters\n", argv[1],
+            (unsigned long)MODEL_DATA_BYTES);
+    return 1;
+  }
+  in = read_file(argv[2], in_bytes);
+  out = malloc(out_bytes + 1);
+  if (in == NULL || out == NULL) return 1;
+  for (i = 0, in_bytes = 0; i < MODEL_INPUTS; in_bytes += model_input_bytes[i++])
+    inputs[i] = in + in_bytes;
+  for (i = 0, out_bytes = 0; i < MODEL_OUTPUTS; out_bytes += model_output_bytes[i++])
+    outputs[i] = out + out_bytes;
+  status = model_run(m, inputs, outputs);
+  if (status != 0) {
+    fprintf(stderr, "model: index check %d failed: an index out of range\n", status);
+    return 2;
+  }
+  f = fopen(argv[3], "wb");
+  if (f == NULL || fwrite(out, 1, out_bytes, f) != out_bytes || fclose(f) != 0) {
+    fprintf(stderr, "model: cannot write %s\n", argv[3]);
+    return 1;
+  }
+  free(in);
+  free(out);
+  model_free(m);
+  return 0;
+}
