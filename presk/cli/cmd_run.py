@@ -12,6 +12,7 @@ from presk.fileio import check_writable
 from presk.runtime import output
 from presk.runtime.inputs import arguments, parameters
 from presk.runtime.synth import entry_arguments
+from presk.train.evaluate import backend_words
 
 
 def configure(p) -> None:
@@ -80,4 +81,6 @@ def run(args) -> int:
         sys.stdout.write(output.json_text(result, header, args.bits))
     else:
         sys.stdout.write(output.text(result))
+        # which backend ran it, beside the output (stdout keeps the value alone)
+        sys.stderr.write(f"-- {program.entry} on {backend_words(backend)}\n")
     return 0
