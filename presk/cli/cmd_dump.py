@@ -43,6 +43,14 @@ def configure(p) -> None:
         help="readable text, or the MLIR module presk-opt reads",
     )
     p.add_argument(
+        "--vector-bytes",
+        type=int,
+        choices=(16, 32, 64),
+        metavar="{16,32,64}",
+        help="--stage affine, llvm: lower for vectors of this many bytes, another machine's "
+        f"(default: this machine's, {vector_bytes()})",
+    )
+    p.add_argument(
         "--realize",
         default="f64",
         metavar="T|@R.json",
@@ -104,7 +112,8 @@ def run(args) -> int:
     pipeline = stages.kernel_pipeline(r, plan)
     stages.kernel(module, r, plan)
     if args.stage != "kernel":
-        sys.stdout.write(lowered_dump(module, args.stage, r.default, args.format))
+        width = args.vector_bytes or vector_bytes()
+        sys.stdout.write(lowered_dump(module, args.stage, r.default, args.format, width))
     elif args.format == "text":
         sys.stdout.write(kernel_dump(module, r.label, pipeline))
     else:
@@ -188,11 +197,11 @@ def _ops(kernel) -> int:
     return attrs["psk_kernel.ops"].value if "psk_kernel.ops" in attrs else 1
 
 
-def lowered_dump(module, stage: str, machine: str, fmt: str) -> str:
-    """The kernels at the affine or LLVM stage, headed by the pipeline that gives them from
-    the kernel stage (`presk dump --stage kernel --format mlir`), for presk-opt. Text
-    shows the kernels alone, mlir the whole module (at the affine stage, the host too)."""
-    width = vector_bytes()
+def lowered_dump(module, stage: str, machine: str, fmt: str, width: int) -> str:
+    """The kernels at the affine or LLVM stage for vectors of `width` bytes, headed by the
+    pipeline that gives them from the kernel stage (`presk dump --stage kernel --format
+    mlir`), for presk-opt. Text shows the kernels alone, mlir the whole module (at the
+    affine stage, the host too)."""
     stages.affine(module, width)
     pipelines = [stages.affine_pipeline(width)]
     if stage == "llvm":
