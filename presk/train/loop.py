@@ -356,8 +356,12 @@ class Trainer:
                 best = row["val_loss"]
                 if self.out:
                     self.save(state, BEST)
-            rate = (step - first + 1) / (time.perf_counter() - start)
-            bar.advance(detail=progress(step, self.steps, rate, loss))
+            # the rate after the session's first step, which compiles the kernels
+            if step == first:
+                warm = time.perf_counter()
+            elif step > first:
+                rate = (step - first) / (time.perf_counter() - warm)
+                bar.advance(detail=progress(step, self.steps, rate, loss))
             if self.out and self.ckpt_every and step % self.ckpt_every == 0 and step != last:
                 self.save(state)
         return row
