@@ -1,6 +1,8 @@
 """`make c-conformance`: every conformance case and tutorial entry exported to C
-(`presk export --target c`), built with the system cc, run, and its outputs compared bit
-for bit with `--backend mlir`'s on the same parameters and inputs, in f64, f32 and bf16.
+(`presk export --target c`), built with the system cc, run on its parameters written to a
+float64 checkpoint (`./model --weights CKPT.psk.d`), and its outputs compared bit for bit
+with `--backend mlir --weights CKPT.psk.d`'s on the same inputs, in f64, f32 and bf16.
+model.bin is given other parameters, so only the checkpoint's can give the bits.
 
     .venv/bin/python tools/c_conformance.py [--types f64,f32] [-k SUBSTRING]
 
@@ -24,17 +26,21 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from programs import entries  # noqa: E402
 
+from presk import backends  # noqa: E402
+from presk.backends.host import CallContext  # noqa: E402
 from presk.errors import PreskError  # noqa: E402
 from presk.export import export_c  # noqa: E402
+from presk.runtime import checkpoint  # noqa: E402
 from presk.runtime.inputs import param_type  # noqa: E402
-from presk.runtime.values import leaves  # noqa: E402
+from presk.runtime.values import Tensor, leaves, map_tensors  # noqa: E402
 from tests.conformance.suite import (  # noqa: E402
     TYPES,
     Case,
     all_cases,
     core_of,
     inputs,
-    machine_output,  # noqa: E402
+    machine_output,
+    module_of,
 )
 
 
@@ -54,29 +60,54 @@ def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
     return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
 
 
-def run_c(case: Case, machine: str, work: Path) -> list[np.ndarray]:
-    """The case's outputs from its C export, built in `work`."""
+def run_c(case: Case, machine: str, work: Path, ckpt_dtype=np.float64) -> list[np.ndarray]:
+    """The case's outputs from its C export, built in `work` and run on its parameters
+    stored as `ckpt_dtype` in `work/checkpoint.psk.d` (model.bin holds other ones)."""
     given = inputs(case)
     core = core_of(case)
     takes_params = param_type(core.view) is not None
     params, args = (given[0], given[1:]) if takes_params else (None, given)
-    model = export_c(core.lower(machine), params=params)
+    others = None
+    if takes_params:  # model.bin's parameters, which --weights replaces
+        others = map_tensors(lambda t: Tensor(t.type, np.asarray(t.data) + 1), params)
+    model = export_c(core.lower(machine), params=others)
     model.write(work)
     build = subprocess.run(["make", "-s", "-C", str(work), "model"], capture_output=True, text=True)
     if build.returncode != 0:
         raise RuntimeError(f"the build failed: {build.stderr.strip()[-2000:]}")
     (work / "inputs.bin").write_bytes(model.input_bytes(args))
     names = [str(work / n) for n in ("model", "model.bin", "inputs.bin", "outputs.bin")]
+    if takes_params:
+        stored = map_tensors(
+            lambda t: Tensor(t.type, np.asarray(t.data).astype(ckpt_dtype)), params
+        )
+        checkpoint.save(str(work / CHECKPOINT), stored, {"entry": case.entry})
+        names[1:1] = ["--weights", str(work / CHECKPOINT)]
     ran = subprocess.run(names, capture_output=True, text=True)
     if ran.returncode != 0:
         raise RuntimeError(f"./model exited {ran.returncode}: {ran.stderr.strip()}")
     return model.read_outputs((work / "outputs.bin").read_bytes())
 
 
-def check(case: Case, machine: str, work: Path) -> str:
+CHECKPOINT = "checkpoint.psk.d"
+
+
+def mlir_output(case: Case, machine: str, work: Path):
+    """`--backend mlir --weights work/checkpoint.psk.d` on the case's inputs (its own
+    parameters where it takes none)."""
+    core = core_of(case)
+    t = param_type(core.view)
+    if t is None:
+        return machine_output(case, machine, "mlir")
+    params = checkpoint.load(str(work / CHECKPOINT), t)[0]
+    mlir = backends.make("mlir", module_of(case), realize=machine)
+    return mlir.call([params, *inputs(case)[1:]], CallContext())
+
+
+def check(case: Case, machine: str, work: Path, ckpt_dtype=np.float64) -> str:
     """ "same", or what differs."""
-    got = run_c(case, machine, work)
-    want = [np.asarray(t.data) for _, t in leaves(machine_output(case, machine, "mlir"))]
+    got = run_c(case, machine, work, ckpt_dtype)
+    want = [np.asarray(t.data) for _, t in leaves(mlir_output(case, machine, work))]
     if len(got) != len(want):
         return f"{len(got)} outputs, mlir gives {len(want)}"
     for i, (g, w) in enumerate(zip(got, want, strict=True)):

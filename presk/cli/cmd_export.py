@@ -37,7 +37,7 @@ def configure(p) -> None:
         "--out",
         required=True,
         metavar="DIR",
-        help="the directory to write model.c, model.h, main.c, Makefile and model.bin to",
+        help="the directory to write the C files, the Makefile and model.bin to",
     )
 
 

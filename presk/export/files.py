@@ -1,7 +1,8 @@
 """The files of an exported model besides the emitted code: model.h (the entry's C
 interface and the tables the fixed runtime reads), model.c (the fixed runtime around the
-emitted code), main.c, the Makefile and model.bin (the parameters in their realized
-types, then the schedule's constants, each at a 64-byte boundary)."""
+emitted code), checkpoint.c (the reader of a .psk.d checkpoint's parameters), main.c,
+the Makefile and model.bin (the parameters in their realized types, then the schedule's
+constants, each at a 64-byte boundary)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from importlib import resources
 import numpy as np
 
 from presk.backends.schedule import ALIGN
+from presk.fileio import PSKD_HEADER_BYTES, PSKD_HEADER_DEPTH
 from presk.quantize import Quantized
 from presk.runtime.values import leaves
 
@@ -47,14 +49,15 @@ def model_files(kernels, model, param_regions: list[np.ndarray], emitted: str) -
     regions += [consts_from + i for i in range(len(schedule.consts))]
     data, offsets = _packed(data_arrays)
     names = _param_names(model.params) + [f"constant {i}" for i in range(len(schedule.consts))]
+    params = _param_rows(kernels, model.params, data_arrays, offsets)
     template = resources.files("presk.export")
+    places = list(zip(regions, offsets, strict=True))
     return {
-        "model.h": _header(
-            kernels, model, list(zip(regions, offsets, strict=True)), names, data_arrays, len(data)
-        ),
+        "model.h": _header(kernels, model, places, names, data_arrays, len(data), params),
         "model.c": template.joinpath("model_template.c")
         .read_text()
         .replace("/* @EMITTED@ */", emitted.rstrip()),
+        "checkpoint.c": template.joinpath("checkpoint_template.c").read_text(),
         "main.c": template.joinpath("main_template.c").read_text(),
         "Makefile": MAKEFILE,
         "model.bin": data,
@@ -71,15 +74,64 @@ def _packed(arrays: list[np.ndarray]) -> tuple[bytes, list[int]]:
     return bytes(out), offsets
 
 
+def _param_leaves(params) -> list:
+    """The parameters' (path, tensor) pairs; none for an entry without."""
+    return leaves(params) if params is not None else []
+
+
 def _param_names(params) -> list[str]:
     """Each parameter region's description: a path, or two for integer weights."""
     names = []
-    for path, t in leaves(params) if params is not None else ():
+    for path, t in _param_leaves(params):
         if isinstance(t.data, Quantized):
             names += [f"{path} (integer weights)", f"{path} (their f32 scales)"]
         else:
             names.append(path)
     return names
+
+
+# A parameter's realized type in checkpoint.c's table: its array's dtype in model.bin
+MODEL_TYPES = {
+    "float64": "MODEL_F64",
+    "float32": "MODEL_F32",
+    "bfloat16": "MODEL_BF16",
+    "int64": "MODEL_I64",
+}
+
+
+def _c_string(text: str) -> str:
+    """A C string literal of `text`'s UTF-8 bytes."""
+    return (
+        '"'
+        + "".join(
+            chr(b) if 32 <= b < 127 and chr(b) not in '"\\?' else f"\\{b:03o}"
+            for b in text.encode()
+        )
+        + '"'
+    )
+
+
+def _param_rows(kernels, params, data_arrays, offsets) -> list[str]:
+    """checkpoint.c's table: each parameter's array in a checkpoint (`params/PATH`), its
+    shape, and its realized type and offsets in model.bin (integer weights: the integers',
+    the scales', the axis a scale runs along and the scheme)."""
+    rows, region = [], 0
+    for path, t in _param_leaves(params):
+        shape = tuple(t.type.shape)
+        dims = "{" + ", ".join(str(n) for n in shape or (0,)) + "}"
+        if isinstance(t.data, Quantized):
+            w = t.data
+            pow2 = int(kernels.realization.quant[path].scheme == "pow2")
+            kind = "MODEL_INT8" if w.bits == 8 else "MODEL_INT4"
+            at, scales, axis = offsets[region], offsets[region + 1], len(shape) + w.over
+            region += 2
+        else:
+            kind = MODEL_TYPES[data_arrays[region].dtype.name]
+            at, scales, axis, pow2 = offsets[region], 0, 0, 0
+            region += 1
+        name = _c_string(f"params/{path}")
+        rows.append(f"{{{name}, {len(shape)}, {dims}, {kind}, {at}, {scales}, {axis}, {pow2}}}")
+    return rows
 
 
 def _places(places: list[tuple[int, int]]) -> str:
@@ -90,12 +142,13 @@ def _sizes(sizes: list[int]) -> str:
     return "{" + "".join(f"{n}, " for n in sizes) + "0}"
 
 
-def _header(kernels, model, data_places, names, data_arrays, data_bytes: int) -> str:
+def _header(kernels, model, data_places, names, data_arrays, data_bytes: int, params) -> str:
     schedule = model.schedule
     core = kernels.core
     bindings = ", ".join(f"{k}={v}" for k, v in {**core.consts, **core.dims}.items())
     realize = kernels.realization.spelling or kernels.realization.default
     outputs = [(t.data.region, t.data.offset) for _, t in leaves(schedule.result)]
+    rank = max([1, *(t.type.rank for _, t in _param_leaves(model.params))])
     lines = [
         f"/* model.h, written by presk export: entry `{core.entry}` of "
         f"{core.view.attrs.get('psk.program', '')}",
@@ -114,6 +167,20 @@ def _header(kernels, model, data_places, names, data_arrays, data_bytes: int) ->
         ),
         f"#define MODEL_DATA_BYTES {data_bytes}",
         f"#define MODEL_DATA_ARRAYS {len(data_arrays)}",
+        "",
+        "/* The parameters a checkpoint gives (checkpoint.c): each one's array in the .psk.d,",
+        "   its rank and shape, its realized type, its offset in model.bin (integer weights:",
+        "   of the integers, then of their f32 scales, the axis a scale's absmax runs along,",
+        "   1 for pow2 scales). */",
+        "enum model_type { MODEL_F64, MODEL_F32, MODEL_BF16, MODEL_I64, MODEL_INT8, MODEL_INT4 };",
+        f"#define MODEL_PARAMS {len(params)}",
+        f"#define MODEL_PARAM_RANK {rank}",
+        "#define MODEL_PARAM_TABLE { \\",
+        *(f"  {row}, \\" for row in params),
+        '  {"", 0, {0}, MODEL_F64, 0, 0, 0, 0}}',
+        "/* A .psk.d's header.json is read up to this size and nesting, as presk reads it. */",
+        f"#define MODEL_HEADER_BYTES {PSKD_HEADER_BYTES}",
+        f"#define MODEL_HEADER_DEPTH {PSKD_HEADER_DEPTH}",
         "",
         "/* The inputs, in the order model_run takes them. */",
         *(f"/*   {i}: {declaration(a)} */" for i, a in enumerate(model.inputs)),
@@ -139,6 +206,10 @@ def _header(kernels, model, data_places, names, data_arrays, data_bytes: int) ->
         "   MODEL_DATA_BYTES long. */",
         "model *model_load(const char *path);",
         "void model_free(model *m);",
+        "/* The parameters of m replaced by those of the checkpoint `dir` (a .psk.d directory),",
+        "   each converted to its realized type: 0; or -1, with why the checkpoint is refused",
+        "   written to why[size] (a path or shape of another model, a damaged file, …). */",
+        "int model_read_checkpoint(model *m, const char *dir, char *why, size_t size);",
         "/* The entry on inputs[i] (each as listed above), its outputs written to outputs[j].",
         "   0; k > 0 when the k-th index check failed (an index out of range: nothing is",
         "   computed); -1 when the arena cannot be allocated. */",
@@ -150,20 +221,22 @@ def _header(kernels, model, data_places, names, data_arrays, data_bytes: int) ->
     return "\n".join(lines)
 
 
-MAKEFILE = f"""# Written by presk export. `make` builds ./model (main.c and model.c); `make model.o`
-# the model alone. EXACT_FLAGS are what keep the native backend's bits: keep them.
+MAKEFILE = f"""# Written by presk export. `make` builds ./model (main.c, model.c and checkpoint.c);
+# `make model.o checkpoint.o` the model alone. EXACT_FLAGS are what keep the native
+# backend's bits: keep them.
 CC ?= cc
 CFLAGS ?= {CFLAGS}
 EXACT_FLAGS = {EXACT_FLAGS}
 
-model: main.c model.c model.h
-\t$(CC) $(CFLAGS) $(EXACT_FLAGS) -o $@ main.c model.c -lm
+model: main.c model.c checkpoint.c model.h
+\t$(CC) $(CFLAGS) $(EXACT_FLAGS) -o $@ main.c model.c checkpoint.c -lm
 
-model.o: model.c model.h
-\t$(CC) $(CFLAGS) $(EXACT_FLAGS) -c -o $@ model.c
+model.o checkpoint.o: model.h
+%.o: %.c
+\t$(CC) $(CFLAGS) $(EXACT_FLAGS) -c -o $@ $<
 
 clean:
-\trm -f model model.o
+\trm -f model model.o checkpoint.o
 
 .PHONY: clean
 """

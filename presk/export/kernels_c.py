@@ -83,6 +83,7 @@ def emitc_module(module: ir.Module, launched: list[str], host: str) -> str:
         for attr in list(module.operation.attributes):
             del module.operation.attributes[attr]
         _scalars_as_one_element(module)
+        _unsigned_index_division_as_signed(module)
         _bf16_constants_as_bits(module)
         text = _BF16.sub("i16", str(module)).rstrip()
         assert text.endswith("}")
@@ -179,6 +180,31 @@ def _drop_unused(module: ir.Module) -> None:
             return
         for op in dead:
             op.erase()
+
+
+_SIGNED = {"arith.divui": arith.DivSIOp, "arith.remui": arith.RemSIOp}
+
+
+def _unsigned_index_division_as_signed(module: ir.Module) -> None:
+    """Each unsigned division or remainder of an index by a positive constant (4-bit
+    integer weights find an element's byte and half so) a signed one, which EmitC
+    converts (it converts no unsigned index division). The same numbers: the dividend is
+    an element's position in a buffer, from 0 to below 2^63."""
+    for op in _ops(module.operation):
+        if op.name not in _SIGNED or not isinstance(op.results[0].type, ir.IndexType):
+            continue
+        divisor = op.operands[1].owner
+        positive = (
+            isinstance(divisor, ir.OpView | ir.Operation)
+            and divisor.name == "arith.constant"
+            and ir.IntegerAttr(divisor.attributes["value"]).value > 0
+        )
+        if not positive:
+            raise UsageError(f"the C export has no unsigned index `{op.name}` but by a constant")
+        with ir.InsertionPoint(op), op.location:
+            signed = _SIGNED[op.name](op.operands[0], op.operands[1])
+        op.results[0].replace_all_uses_with(signed.result)
+        op.erase()
 
 
 def _bf16_constants_as_bits(module: ir.Module) -> None:

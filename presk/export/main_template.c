@@ -1,14 +1,18 @@
 /* main.c, written by presk export: runs the model once.
 
-     ./model model.bin inputs.bin outputs.bin
+     ./model [--weights CKPT.psk.d] model.bin inputs.bin outputs.bin
 
-   inputs.bin holds the inputs one after another, each in its C type (model.h lists them);
-   outputs.bin gets the outputs so. Exit status 0; 1 with a message on a bad file; 2 when
-   an index is out of range (model.h's MODEL_CHECK_k says which). */
+   model.bin holds the parameters the export was given and the schedule's constants;
+   --weights replaces the parameters by a checkpoint's, each converted to its realized
+   type (checkpoint.c). inputs.bin holds the inputs one after another, each in its C type
+   (model.h lists them); outputs.bin gets the outputs so. Exit status 0; 1 with a message
+   on a bad file or checkpoint; 2 when an index is out of range (model_run says which
+   check failed). */
 #include "model.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static unsigned char *read_file(const char *path, size_t want) {
   FILE *f = fopen(path, "rb");
@@ -29,11 +33,18 @@ int main(int argc, char **argv) {
   void *outputs[MODEL_OUTPUTS + 1];
   size_t i, in_bytes = 0, out_bytes = 0;
   unsigned char *in, *out;
+  const char *weights = NULL;
+  char why[512];
   model *m;
   int status;
   FILE *f;
+  if (argc == 6 && strcmp(argv[1], "--weights") == 0) {
+    weights = argv[2];
+    argv += 2;
+    argc -= 2;
+  }
   if (argc != 4) {
-    fprintf(stderr, "usage: %s model.bin inputs.bin outputs.bin\n", argv[0]);
+    fprintf(stderr, "usage: model [--weights CKPT.psk.d] model.bin inputs.bin outputs.bin\n");
     return 1;
   }
   for (i = 0; i < MODEL_INPUTS; i++) in_bytes += model_input_bytes[i];
@@ -42,6 +53,11 @@ int main(int argc, char **argv) {
   if (m == NULL) {
     fprintf(stderr, "model: cannot read %s as %lu bytes of parameters\n", argv[1],
             (unsigned long)MODEL_DATA_BYTES);
+    return 1;
+  }
+  if (weights != NULL && model_read_checkpoint(m, weights, why, sizeof why) != 0) {
+    fprintf(stderr, "model: %s: %s\n", weights, why);
+    model_free(m);
     return 1;
   }
   in = read_file(argv[2], in_bytes);

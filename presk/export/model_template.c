@@ -1,6 +1,7 @@
 /* The fixed part of an exported model.c (presk/export/model_template.c): the bit casts
    the kernels call, then (at the marker) the kernels and the host printed by
-   mlir-translate --mlir-to-cpp, then the loader of model.bin and model_run. */
+   mlir-translate --mlir-to-cpp, then the loader of model.bin (and of a checkpoint's
+   parameters, through checkpoint.c) and model_run. */
 #include "model.h"
 
 #include <errno.h>
@@ -48,6 +49,12 @@ model *model_load(const char *path) {
     return NULL;
   }
   return m;
+}
+
+int presk_read_checkpoint(const char *dir, uint8_t *data, char *why, size_t size);
+
+int model_read_checkpoint(model *m, const char *dir, char *why, size_t size) {
+  return presk_read_checkpoint(dir, m->data, why, size);
 }
 
 void model_free(model *m) {
