@@ -31,7 +31,6 @@ import os
 import statistics
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -46,6 +45,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 import presk  # noqa: E402
+from bench.gpts import MODELS, Model  # noqa: E402
 from presk.runtime.inputs import arguments  # noqa: E402
 from presk.timing import timed  # noqa: E402
 from presk.toolchain import machine  # noqa: E402
@@ -57,37 +57,6 @@ BLOCK = (
     "ln1.g ln1.b attn.q.w attn.k.w attn.v.w attn.o.w attn.o.b "
     "ln2.g ln2.b ff.up.w ff.up.b ff.down.w ff.down.b"
 ).split()
-
-
-@dataclass(frozen=True)
-class Model:
-    name: str
-    path: str  # the program, from the repository's root
-    entry: str  # its loss
-    vocab: int
-    heads: int
-    dropout: float  # the rate of each dropout while training (0: none)
-    dims: dict = field(default_factory=dict)
-    consts: dict = field(default_factory=dict)
-
-    def core(self, train_step: bool = False) -> presk.Core:
-        program = presk.load(REPO / self.path)
-        return program.elaborate(self.entry, self.dims, self.consts, train_step=train_step)
-
-
-GPT = "corpus/nlp/05_gpt.psk"
-MODELS = {
-    "tiny": Model(
-        "tiny MiniGPT", "tutorial/05_minigpt.psk", "MiniGPT{64, 16, 2, 2}.loss", 64, 2, 0.0,
-        {"B": 2, "T": 8},
-    ),
-    "corpus": Model(
-        "corpus GPT", GPT, "loss", 256, 4, 0.1, {"B": 8, "T": 64}, {"D": 64, "H": 4, "L": 4}
-    ),
-    "course": Model(
-        "course GPT", GPT, "loss", 256, 6, 0.1, {"B": 16, "T": 256}, {"D": 384, "H": 6, "L": 6}
-    ),
-}  # fmt: skip
 
 
 def _parameter(array: np.ndarray, dtype) -> torch.nn.Parameter:
