@@ -25,9 +25,9 @@ from presk.errors import BindingError, UsageError
 from presk.ir.types import TensorType
 from presk.runtime import pskd
 from presk.runtime.output import float64
-from presk.runtime.synth import entry_arguments
 from presk.runtime.values import Tensor, Value
 from presk.train.data import Windows, encode
+from presk.train.loop import token_argument
 
 # What a token standing for no single byte decodes to: U+FFFD, the replacement character.
 REPLACEMENT = "\ufffd".encode()
@@ -105,21 +105,7 @@ def logits_entry_types(core: api.Core) -> tuple[TensorType, int]:
     """The entry's tokens type `nat{V}[B, T]` and V, refused (E3014) unless it takes one
     such argument and returns logits ℝ[B, T, V], or (E3010) if the tokens have no bound."""
     view = core.view
-    arguments = entry_arguments(view, view.entry_function)
-    tokens = arguments[0][1] if len(arguments) == 1 else None
-    if not (isinstance(tokens, TensorType) and tokens.kind == "index" and tokens.rank == 2):
-        taken = ", ".join(t.text() for _, t in arguments) or "nothing"
-        raise BindingError(
-            f"{view.entry} takes {taken}: generation feeds it one argument of tokens "
-            "nat{V}[B, T]",
-            code="E3014",
-        )
-    vocab = view.attrs.get("psk.bounds", {}).get(arguments[0][0])
-    if vocab is None:
-        raise BindingError(
-            f"argument {arguments[0][0]} needs its vocabulary: declare it nat{{V}}[...]",
-            code="E3010",
-        )
+    tokens, vocab = token_argument(view, "generation feeds it")
     result = view.entry_function.result_type
     if not (
         isinstance(result, TensorType)

@@ -11,9 +11,11 @@ import sys
 
 from presk.cli.common import count, positive_count
 from presk.cli.programs import (
+    WEIGHTS_HELP,
     add_program_args,
     add_seed_arg,
     add_warmup_args,
+    add_weights_arg,
     elaborate_args,
     load_program,
     reference_bits,
@@ -49,12 +51,7 @@ def configure(p) -> None:
         help="token windows from `presk data`, a batch a sample (with --step, a step); "
         "without it inputs are drawn",
     )
-    p.add_argument(
-        "--weights",
-        metavar="CKPT|P.npz|P.safetensors",
-        help="parameters from a checkpoint or a parameters file instead of the initializers "
-        "(--step needs them)",
-    )
+    add_weights_arg(p, WEIGHTS_HELP + " (--step needs them)")
     p.add_argument(
         "--bits",
         type=reference_bits,

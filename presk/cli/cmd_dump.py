@@ -9,8 +9,10 @@ from presk import stages
 from presk.backends.kernel import kernels_of
 from presk.cli.common import seed_number
 from presk.cli.programs import (
+    WEIGHTS_HELP,
     add_plan_arg,
     add_program_args,
+    add_weights_arg,
     elaborate_args,
     load_program,
     plan_of,
@@ -58,12 +60,7 @@ def configure(p) -> None:
         "with --stage core --format mlir, a realization's storage and parameter types",
     )
     add_plan_arg(p)
-    p.add_argument(
-        "--weights",
-        metavar="CKPT|P.npz|P.safetensors",
-        help="--stage sensitivity: parameters from a checkpoint (.psk.d) or a parameters file "
-        "instead of the initializers",
-    )
+    add_weights_arg(p, "--stage sensitivity: " + WEIGHTS_HELP)
     p.add_argument(
         "--seed",
         type=seed_number,

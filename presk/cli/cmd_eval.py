@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from presk.cli.common import positive_count, seed_number
 from presk.cli.programs import (
+    RECORDED_HELP,
+    WEIGHTS_HELP,
     add_backend_args,
     add_program_args,
+    add_weights_arg,
     bind_window,
     compile_args,
     elaborate_args,
@@ -27,9 +30,7 @@ def configure(p) -> None:
         help="token windows from `presk data` (default: the data a --weights checkpoint "
         "was trained on)",
     )
-    p.add_argument(
-        "--weights", metavar="CKPT.psk.d", help="the parameters (default: the initializers)"
-    )
+    add_weights_arg(p, WEIGHTS_HELP + RECORDED_HELP)
     add_backend_args(p, default="mlir")
     p.add_argument(
         "--seed", type=seed_number, default=0, help="seed of the initial parameters (default 0)"

@@ -8,6 +8,7 @@ from presk.cli.programs import (
     add_plan_arg,
     add_program_args,
     add_seed_arg,
+    add_weights_arg,
     check_plan_realization,
     elaborate_args,
 )
@@ -27,12 +28,7 @@ def configure(p) -> None:
     )
     add_plan_arg(p)
     add_seed_arg(p)
-    p.add_argument(
-        "--weights",
-        metavar="CKPT",
-        help="parameters from a checkpoint (.psk.d) or a parameters file instead of the "
-        "initializers",
-    )
+    add_weights_arg(p)
     p.add_argument(
         "--out",
         required=True,

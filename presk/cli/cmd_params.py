@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from presk.cli.common import seed_number
-from presk.cli.programs import add_program_args, elaborate_args
+from presk.cli.programs import add_program_args, add_weights_arg, elaborate_args
 from presk.errors import UsageError
 from presk.runtime import params_file
 from presk.runtime.inputs import parameters
@@ -14,12 +14,7 @@ def configure(p) -> None:
     p.add_argument(
         "--seed", type=seed_number, default=0, help="seed of the initial parameters (default 0)"
     )
-    p.add_argument(
-        "--weights",
-        metavar="CKPT",
-        help="parameters from a checkpoint (.psk.d) or a parameters file instead of the "
-        "initializers",
-    )
+    add_weights_arg(p)
     p.add_argument(
         "--out",
         required=True,

@@ -6,7 +6,15 @@ import sys
 
 from presk.backends.host import CallContext
 from presk.cli.common import seed_number
-from presk.cli.programs import add_backend_args, add_program_args, compile_args, elaborate_args
+from presk.cli.programs import (
+    RECORDED_HELP,
+    WEIGHTS_HELP,
+    add_backend_args,
+    add_program_args,
+    add_weights_arg,
+    compile_args,
+    elaborate_args,
+)
 from presk.cli.recorded import apply_checkpoint
 from presk.fileio import check_writable
 from presk.runtime import output
@@ -24,13 +32,7 @@ def configure(p) -> None:
         default=0,
         help="seed of initial parameters and drawn inputs (default 0)",
     )
-    p.add_argument(
-        "--weights",
-        metavar="CKPT|P.npz|P.safetensors",
-        help="parameters from a checkpoint (.psk.d) or a parameters file (presk params) "
-        "instead of the initializers; a checkpoint of presk train also gives the flags left "
-        "out (--entry, --const, --dim, --realize, --remat)",
-    )
+    add_weights_arg(p, WEIGHTS_HELP + RECORDED_HELP)
     p.add_argument(
         "--inputs",
         metavar="IN.npz|IN.safetensors",

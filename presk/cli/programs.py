@@ -102,6 +102,23 @@ def elaborate_args(args, program: api.Program | None = None, train_step: bool = 
 reference_bits = whole_number(2, MAX_BITS, f"a whole number of bits from 2 to {MAX_BITS}")
 
 
+WEIGHTS_HELP = (
+    "parameters from a checkpoint (.psk.d) or a parameters file (.npz, .safetensors: presk "
+    "params) instead of the initializers"
+)
+
+
+RECORDED_HELP = (
+    "; a checkpoint of presk train also gives the flags left out (--entry, --const, --dim, "
+    "--realize, --remat)"
+)
+
+
+def add_weights_arg(p, help: str = WEIGHTS_HELP, required: bool = False) -> None:
+    """`--weights`: the parameters a command reads (presk/runtime/inputs.py)."""
+    p.add_argument("--weights", metavar="CKPT|P.npz|P.safetensors", required=required, help=help)
+
+
 def add_seed_arg(p) -> None:
     p.add_argument(
         "--seed",
@@ -116,11 +133,7 @@ def add_sample_args(p, machine_backend: str) -> None:
     the exact reference: its parameters (`--weights`), inputs (`--data`, else drawn from
     `--seed`), the reference's `--bits`, and the machine `--backend` (default
     `machine_backend`)."""
-    p.add_argument(
-        "--weights",
-        metavar="CKPT|P.npz|P.safetensors",
-        help="parameters from a checkpoint or a parameters file instead of the initializers",
-    )
+    add_weights_arg(p)
     p.add_argument(
         "--data",
         metavar="FILE.psk.d",

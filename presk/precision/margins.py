@@ -27,8 +27,8 @@ from presk.errors import BindingError
 from presk.ir.types import TensorType
 from presk.precision.calibrate import Job, on_processes
 from presk.precision.envelope import Meta, program_digest
-from presk.runtime.synth import entry_arguments
 from presk.train.data import Windows, next_token_pair
+from presk.train.loop import token_argument
 
 
 @dataclass(frozen=True)
@@ -60,34 +60,19 @@ def check_logits_entry(view: HostProgram, data: Windows) -> tuple[TensorType, in
     """The type of an entry's tokens and their vocabulary V: the entry must take one
     `nat{V}[B, T]` argument and return logits, a real tensor with a last axis (E3014);
     its T must be the data's window (E3011)."""
-    fn = view.entry_function
-    arguments = entry_arguments(view, fn)
-    result = fn.result_type
+    result = view.entry_function.result_type
     if not (isinstance(result, TensorType) and result.kind == "real" and result.rank >= 1):
         raise BindingError(
             f"{view.entry} returns {result.text()}: margins are read from logits, "
             "a real tensor whose last axis is the choices",
             code="E3014",
         )
-    tokens = arguments[0][1] if len(arguments) == 1 else None
-    if not (isinstance(tokens, TensorType) and tokens.kind == "index" and tokens.rank == 2):
-        taken = ", ".join(t.text() for _, t in arguments) or "nothing"
-        raise BindingError(
-            f"{view.entry} takes {taken}: margins feed it one argument of tokens "
-            "nat{V}[B, T] from the held-out windows",
-            code="E3014",
-        )
+    tokens, vocab = token_argument(view, "margins feed it, from the held-out windows,")
     window = tokens.shape[1]
     if window != data.window:
         raise BindingError(
             f"{data.path} holds windows of {data.window} tokens, the entry reads {window}",
             code="E3011",
-        )
-    vocab = view.attrs.get("psk.bounds", {}).get(arguments[0][0])
-    if vocab is None:
-        raise BindingError(
-            f"argument {arguments[0][0]} needs its vocabulary: declare it nat{{V}}[...]",
-            code="E3010",
         )
     return tokens, vocab
 

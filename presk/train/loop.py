@@ -158,13 +158,32 @@ def check_token_entry(program: HostProgram, data: Windows) -> tuple[TensorType, 
             f"{data.path} has {len(data.train)} training windows, fewer than a batch of {batch}",
             code="E3011",
         )
-    name = arguments[0][0]
+    return types[0], vocabulary(program, arguments[0][0])
+
+
+def token_argument(program: HostProgram, feeder: str) -> tuple[TensorType, int]:
+    """The type of an entry's one argument, tokens `nat{V}[B, T]`, and their V: refused
+    (E3014) unless the entry takes exactly that, saying who feeds it (`feeder`:
+    "generation feeds it"), or (E3010) if the tokens have no bound."""
+    arguments = entry_arguments(program, program.entry_function)
+    tokens = arguments[0][1] if len(arguments) == 1 else None
+    if not (isinstance(tokens, TensorType) and tokens.kind == "index" and tokens.rank == 2):
+        taken = ", ".join(t.text() for _, t in arguments) or "nothing"
+        raise BindingError(
+            f"{program.entry} takes {taken}: {feeder} one argument of tokens nat{{V}}[B, T]",
+            code="E3014",
+        )
+    return tokens, vocabulary(program, arguments[0][0])
+
+
+def vocabulary(program: HostProgram, name: str) -> int:
+    """The bound V of the tokens argument `name` (E3010 if it has none)."""
     bound = program.attrs.get("psk.bounds", {}).get(name)
     if bound is None:
         raise BindingError(
             f"argument {name} needs its vocabulary: declare it nat{{V}}[...]", code="E3010"
         )
-    return types[0], bound
+    return bound
 
 
 def log_line(row: dict) -> str:
