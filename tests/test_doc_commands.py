@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tools.doc_commands import DOCS, blocks, check, matches
+from tools.doc_commands import DOCS, REPO, blocks, check, matches
 
 CHECKED = [doc for doc in DOCS if blocks(doc)]
 
@@ -18,6 +18,13 @@ def test_documented_commands_print_what_the_doc_says(doc):
 
 def test_transcripts_are_checked_somewhere():
     assert len(CHECKED) >= 3
+
+
+@pytest.mark.parametrize("name", ["fit.psk", "broadcast.psk"])
+def test_the_programs_language_md_runs_are_the_ones_it_shows(name):
+    # its transcripts run tests/data/language/NAME; the reader sees the program in a psk block
+    program = (REPO / "tests" / "data" / "language" / name).read_text()
+    assert f"```psk\n{program}```" in (REPO / "docs" / "language.md").read_text()
 
 
 @pytest.mark.parametrize(
