@@ -235,3 +235,20 @@ def test_resume_needs_only_the_checkpoint(trained_on_data, tmp_path):
     other = presk("train", MINIGPT, "--resume", ckpt, "--steps", "4", "--lr", "0.5",
                   "--backend", "kernel", "--out", tmp_path, "--quiet")  # fmt: skip
     assert other.returncode == 1 and "error[E9005]" in other.stderr
+
+
+def test_train_records_the_plans_realization_and_the_plan(tmp_path):
+    plan = tmp_path / "p.json"
+    made = presk("plan", MINIGPT, *SPELLED, "--train-step", "--realize", "f32", "--out", plan)
+    assert made.returncode == 0, made.stderr
+    out = tmp_path / "run"
+    proc = presk("train", MINIGPT, *SPELLED, "--steps", "1", "--backend", "kernel",
+                 "--plan", f"@{plan}", "--out", out, "--quiet")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    meta = pskd.read(str(out / "checkpoint.psk.d")).meta
+    assert meta["realize"] == {"default": "f32"}  # the plan's type, not --realize's default
+    assert meta["plan"] == f"@{plan}"  # a resumed run takes it; run chooses its own
+    ran = output(
+        MINIGPT, "--weights", out / "checkpoint.psk.d", "--backend", "kernel", "--entry", "apply"
+    )
+    assert ran["realize"] == "f32"

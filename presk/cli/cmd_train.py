@@ -8,6 +8,7 @@ import time
 from dataclasses import asdict
 
 from presk import realize as realizations
+from presk import stages
 from presk.backends import BACKENDS
 from presk.cli.common import count, positive_count, real_number, seed_number
 from presk.cli.programs import (
@@ -20,10 +21,12 @@ from presk.cli.programs import (
     elaborate_args,
     given,
     load_program,
+    plan_of,
 )
 from presk.cli.recorded import apply_checkpoint
 from presk.errors import BindingError, UsageError
 from presk.front.bindings import argument_dim
+from presk.plans import NAMED
 from presk.runtime.inputs import parameters
 from presk.train.data import Windows
 from presk.train.evaluate import backend_words
@@ -243,11 +246,12 @@ def run(args) -> int:
     if args.eval_batches is not None and args.eval_every is None:
         raise UsageError("--eval-batches bounds the evaluations of --eval-every: give both")
     if args.resume:
-        setup_of_run(args, apply_checkpoint(args, args.resume))
+        setup_of_run(args, apply_checkpoint(args, args.resume, plan=True))
     for flag, default in SETUP_DEFAULTS.items():
         if getattr(args, flag) is None:
             setattr(args, flag, default)
-    realization = realizations.read(args.realize)
+    plan = plan_of(args) if args.backend != "interp" else None  # the reference has none
+    realization = stages.realization(args.realize, plan)  # a plan's type, if it names one
     check_trainable(realization)  # before the program is elaborated and compiled
     program = load_program(args.file)
     _bind_batch(args, program)
@@ -270,6 +274,8 @@ def run(args) -> int:
         "remat": args.remat,
         "data": os.path.abspath(args.data) if args.data else None,
         "init": os.path.abspath(args.init) if args.init else None,
+        # a plan given is recorded, as run --weights reads it back (auto and default by name)
+        **({"plan": plan if plan in NAMED else "@" + os.path.abspath(plan)} if plan else {}),
         "hyper": asdict(hyper),
     }
     if args.resume:  # checked before the kernels are compiled

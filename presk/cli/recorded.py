@@ -1,5 +1,6 @@
 """Say it once: the bindings a `presk train` checkpoint records, filled into the flags a
-command was not given (`--entry`, `--const`, `--dim`, `--realize`, `--remat`, `--plan`).
+command was not given (`--entry`, `--const`, `--dim`, `--realize`, `--remat`; `--plan` for
+a resumed run).
 
 The rule: what the parameters are must agree, how they are run need not. The entry's
 module (the parameters are its) and the values of its consts must be the recorded ones:
@@ -29,7 +30,7 @@ from presk.runtime import params_file, pskd
 from presk.train.loop import TRAINING_META
 
 # The keys of a checkpoint's meta this module reads, as `presk train` writes them; a
-# recorded plan (`@P.json`, `auto`, `default`) is read where a writer records one.
+# recorded plan (`@P.json`, `auto`, `default`: presk train --plan) is read for a resumed run.
 RECORDED = {
     "type": "object",
     "properties": {
@@ -42,11 +43,13 @@ RECORDED = {
 }
 
 
-def apply_checkpoint(args, path: str) -> dict | None:
+def apply_checkpoint(args, path: str, plan: bool = False) -> dict | None:
     """Fill the flags `args` lacks from the checkpoint at `path`, refusing a given one
     that disagrees with it (E3015); the checkpoint's meta, or None for a parameters file
     (.npz, .safetensors), which records nothing. `args` holds `add_program_args`'s flags
-    (FILE among them); `--realize` and `--plan` are filled where it has them."""
+    (FILE among them); `--realize` is filled where it has it, and with `plan` (a resumed
+    run, the same step) `--plan`: the plan of a training step names the gradient's nests,
+    which another entry lacks."""
     if params_file.is_params_file(path):
         return None
     container = pskd.read(path)
@@ -70,7 +73,7 @@ def apply_checkpoint(args, path: str) -> dict | None:
         args.realize = Defaulted(_spelling(meta["realize"], path))
     if "remat" in meta and hasattr(args, "remat") and not given(args.remat):
         args.remat = Defaulted(meta["remat"])
-    if "plan" in meta and hasattr(args, "plan") and args.plan is None:
+    if plan and "plan" in meta and args.plan is None:
         args.plan = meta["plan"]
     return meta
 
