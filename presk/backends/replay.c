@@ -16,9 +16,15 @@
 
    The pool. Worker threads are started on first need, as many as a step's pieces less
    one (at most PRESK_REPLAY_WORKERS), and live for the process. A split step is a job:
-   the caller publishes it by raising a ticket, (generation, next piece), and takes piece
-   0; each worker, and then the caller, claims the next piece by a compare-and-swap on the
-   ticket until none is left, and the caller waits for the pieces others claimed. A worker
+   the caller publishes it by raising a ticket, (generation, pieces, next piece), and
+   takes piece 0; each worker, and then the caller, claims the next piece by a
+   compare-and-swap on the ticket until none is left, and the caller waits for the pieces
+   others claimed. The piece count rides in the ticket so that a ticket with a piece left
+   always names a job still running, whose step and regions stay put until it is claimed:
+   a worker that read the last job's ticket (no piece left) and then the next job's
+   fields could otherwise claim a piece of the next job before it is published, and run
+   it twice, or the last job's step on the next call's regions, another schedule's
+   arena (tests/test_native_memory.py). A worker
    late to wake finds its pieces taken by the caller: a busy core costs a split step
    about its one-thread time, never a wait for a worker the system has not yet run. An
    idle worker spins on the ticket for SPIN_NS (pausing for PAUSE_NS, then yielding its
@@ -41,7 +47,7 @@
 #define PAUSE_NS 2000  /* a spin's first part, on the core; then yielding it to others */
 #define SPIN_NS 100000 /* an idle worker's spin before it sleeps */
 #define WAIT_NS 30000  /* the caller's spin for others' pieces before it sleeps */
-#define PIECE_BITS 24  /* the ticket: generation above, next piece below */
+#define PIECE_BITS 16  /* the ticket: generation, then the pieces, then the next piece */
 #define PIECES ((uint64_t)1 << PIECE_BITS)
 
 typedef struct {
@@ -162,10 +168,9 @@ static void pause_briefly(void) {
 /* ---- the pool ---- */
 
 static struct {
-  _Atomic uint64_t ticket;        /* (generation << PIECE_BITS) | the next piece to claim */
-  _Atomic(const step *) step;     /* the job: its step, regions and pieces */
+  _Atomic uint64_t ticket;        /* generation, pieces, the next piece to claim: `ticket` */
+  _Atomic(const step *) step;     /* the job: its step and regions */
   _Atomic(void **) regions;
-  _Atomic int64_t pieces;
   _Atomic int64_t done;           /* pieces claimed from the ticket and finished */
   _Atomic int sleepers;           /* workers asleep, or about to be, on `wake` */
   _Atomic uint64_t nudges;        /* raised to wake sleepers with no job */
@@ -180,7 +185,12 @@ static struct {
           .finished = PTHREAD_COND_INITIALIZER,
           .owner = PTHREAD_MUTEX_INITIALIZER};
 
-static uint64_t generation(uint64_t ticket) { return ticket >> PIECE_BITS; }
+static uint64_t ticket(uint64_t generation, int64_t pieces, int64_t next) {
+  return generation << 2 * PIECE_BITS | (uint64_t)pieces << PIECE_BITS | (uint64_t)next;
+}
+static uint64_t generation(uint64_t ticket) { return ticket >> 2 * PIECE_BITS; }
+static int64_t pieces_of(uint64_t ticket) { return (int64_t)(ticket >> PIECE_BITS & (PIECES - 1)); }
+static int64_t next_piece(uint64_t ticket) { return (int64_t)(ticket & (PIECES - 1)); }
 
 /* A piece claimed from the ticket is done: the last of n wakes a caller asleep on it.
    The caller raises `waiting` before it reads `done`, and this raises `done` before it
@@ -199,13 +209,15 @@ static void take_pieces(uint64_t gen) {
     uint64_t t = atomic_load_explicit(&pool.ticket, memory_order_acquire);
     if (generation(t) != gen)
       return;
-    /* Read before the claim: if the claim succeeds the job is still this generation's. */
-    const step *s = atomic_load_explicit(&pool.step, memory_order_relaxed);
-    void **regions = atomic_load_explicit(&pool.regions, memory_order_relaxed);
-    int64_t n = atomic_load_explicit(&pool.pieces, memory_order_relaxed);
-    int64_t i = (int64_t)(t & (PIECES - 1));
+    int64_t n = pieces_of(t), i = next_piece(t);
     if (i >= n)
       return;
+    /* Read before the claim, as the caller wrote them for the ticket read or a later one
+       (acquire: a later job's, written once this one's pieces were all claimed, comes
+       with the ticket moved on, so the claim fails). A claim that succeeds finds a piece
+       left, so the job is still running and these are its step and regions. */
+    const step *s = atomic_load_explicit(&pool.step, memory_order_acquire);
+    void **regions = atomic_load_explicit(&pool.regions, memory_order_acquire);
     if (!atomic_compare_exchange_weak_explicit(&pool.ticket, &t, t + 1, memory_order_acq_rel,
                                                memory_order_relaxed))
       continue;
@@ -346,12 +358,11 @@ static void split(const step *s, void **regions, int64_t n) {
     pieces_here(s, regions, n);
     return;
   }
-  atomic_store_explicit(&pool.step, s, memory_order_relaxed);
-  atomic_store_explicit(&pool.regions, regions, memory_order_relaxed);
-  atomic_store_explicit(&pool.pieces, n, memory_order_relaxed);
+  atomic_store_explicit(&pool.step, s, memory_order_release);
+  atomic_store_explicit(&pool.regions, regions, memory_order_release);
   atomic_store_explicit(&pool.done, 0, memory_order_relaxed);
   uint64_t gen = generation(atomic_load(&pool.ticket)) + 1;
-  atomic_store(&pool.ticket, (gen << PIECE_BITS) | 1); /* piece 0 is this thread's */
+  atomic_store(&pool.ticket, ticket(gen, n, 1)); /* piece 0 is this thread's */
   wake_sleepers();
   piece(s, regions, 0, n);
   take_pieces(gen);

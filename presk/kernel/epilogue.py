@@ -47,12 +47,17 @@ def _kernels(module) -> dict[str, ir.Operation]:
 def fold_epilogues(module, nest: str = "") -> int:
     """Fold the bias add after each contraction of `nest` (every one if empty); how many."""
     contractions = contraction_kernels(module)
+    # The products only, collected before any fold: a fold erases the add's launch, and a
+    # handle to an erased op reads freed memory.
+    products = [
+        launch
+        for launch in walk_ops(module, "psk_kernel.launch")
+        if launch.attributes["kernel"].value in contractions
+        and (not nest or string_attr(launch, "psk.site") == nest)
+    ]
     folded = 0
-    for first in list(walk_ops(module, "psk_kernel.launch")):
+    for first in products:
         symbol = first.attributes["kernel"].value
-        site = string_attr(first, "psk.site")
-        if symbol not in contractions or (nest and site != nest):
-            continue
         found = bias_add(module, first)
         if found is None:
             if nest:
