@@ -16,13 +16,19 @@ from pathlib import Path
 import pytest
 from conftest import BIN
 
+from presk.backends.native import BUNDLES
+
 # Two entries whose kernels take the same buffers, so one's library can stand in for the
-# other's and run.
+# other's and run: f and g of one kernel each (a library of its own), h and j of two (a
+# bundle, the entry's kernels together in one library).
 PROGRAM = """\
 dim N
 fn f(x : ℝ[N]) -> ℝ[N] { exp(x) }
 fn g(x : ℝ[N]) -> ℝ[N] { x * 3 }
+fn h(x : ℝ[N]) -> ℝ[N] { exp(x) - sum(x) }
+fn j(x : ℝ[N]) -> ℝ[N] { x * 3 - sum(x) }
 """
+OTHER = {"g": "f", "h": "j"}  # the entry whose library is swapped in
 
 
 def _command(program: Path, entry: str, cache, backend: str = "mlir") -> dict:
@@ -52,21 +58,22 @@ def program(tmp_path_factory) -> Path:
 def expected(program, tmp_path_factory) -> dict:
     """Each entry's output on the kernel evaluator, whose bits the native code gives."""
     unused = tmp_path_factory.mktemp("unused-cache")
-    return {e: _output(_run(program, e, unused, backend="kernel")) for e in "fg"}
+    return {e: _output(_run(program, e, unused, backend="kernel")) for e in "fghj"}
 
 
 @pytest.fixture(scope="module")
 def pristine(program, tmp_path_factory) -> dict[str, Path]:
-    """A cache of each entry's one kernel, filled by a run."""
+    """A cache of each entry's library, filled by a run."""
     caches = {}
-    for e in "fg":
+    for e in "fghj":
         caches[e] = tmp_path_factory.mktemp(f"cache-{e}")
         _output(_run(program, e, caches[e]))
     return caches
 
 
 def _library(cache: Path) -> Path:
-    (lib,) = cache.glob("*/*.so")
+    """The one library of a kernel, or of a bundle, in `cache`."""
+    (lib,) = [*cache.glob("??/*.so"), *cache.glob(f"{BUNDLES}/??/*.so")]
     return lib
 
 
@@ -94,22 +101,23 @@ def _drop_digest(lib: Path, other: Path) -> None:
     lib.with_suffix(".blake2b").unlink()
 
 
+@pytest.mark.parametrize("entry", ["g", "h"], ids=["kernel", "bundle"])
 @pytest.mark.parametrize(
     "damage", [_swap, _swap_with_digest, _truncate, _flip, _drop_digest], ids=lambda d: d.__name__
 )
 def test_a_damaged_entry_is_compiled_again_and_repaired(
-    damage, program, expected, pristine, tmp_path
+    damage, entry, program, expected, pristine, tmp_path
 ):
     cache = tmp_path / "cache"
-    shutil.copytree(pristine["g"], cache)
+    shutil.copytree(pristine[entry], cache)
     lib = _library(cache)
-    damage(lib, _library(pristine["f"]))
-    proc = _run(program, "g", cache)
-    assert _output(proc) == expected["g"]
+    damage(lib, _library(pristine[OTHER[entry]]))
+    proc = _run(program, entry, cache)
+    assert _output(proc) == expected[entry]
     assert proc.stderr == ""
     for suffix in (".so", ".mlir", ".blake2b"):
         assert lib.with_suffix(suffix).read_bytes() == (
-            _library(pristine["g"]).with_suffix(suffix).read_bytes()
+            _library(pristine[entry]).with_suffix(suffix).read_bytes()
         ), suffix
 
 

@@ -1,10 +1,12 @@
 """The MLIR backend: the kernel backend's launch plans, the kernels compiled.
 
-The module is lowered to the affine stage (`stages.affine`); each kernel is compiled to
-native code on its first launch (presk/backends/native.py, through the on-disk cache), so
-an entry's first call, which traces its schedule, compiles its kernels: the seconds before
-a training run's first step. That trace shows its progress over the kernels the cache
-does not hold (presk/progress.py).
+The module is lowered to the affine stage (`stages.affine`); its kernels are compiled to
+native code on an entry's first call (presk/backends/native.py, through the on-disk
+cache), which traces its schedule: the seconds before a training run's first step. The
+trace first asks for the kernels' bundle, one library holding them all; if the cache does
+not hold it and enough kernels are cold (`native.pays_to_bundle`), it compiles them
+together into one, else each cold one at its first launch. It shows its progress over
+the kernels it compiles (presk/progress.py).
 Calls replay a schedule of the host program (presk/backends/schedule.py), traced once an
 entry, each launch in it the `LaunchPlan` the kernel evaluator runs
 (presk/backends/launch.py). A kernel whose outermost loop may be split
@@ -16,12 +18,20 @@ replay runtime's native workers (presk/backends/replay.py).
 
 from __future__ import annotations
 
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from presk.backends.host import CallContext
 from presk.backends.kernel import Kernels
 from presk.backends.launch import LaunchPlans
-from presk.backends.native import Compiler, Native, kernel_source, shared_compiler
+from presk.backends.native import (
+    Compiler,
+    Native,
+    kernel_source,
+    pays_to_bundle,
+    shared_compiler,
+)
 from presk.backends.replay import Segment, replay_for
 from presk.backends.schedule import Launch, Schedule
 from presk.backends.workers import Workers
@@ -55,20 +65,49 @@ def _int(f, name: str, default: int | None = None) -> int:
 
 
 class _Trace:
-    """The kernels a trace may compile: each one's source, made once, and the sources the
-    compiler does not hold (the cold ones), counted on `progress` as each is compiled."""
+    """The kernels a trace may compile: those of the bundle, loaded or compiled together
+    (`natives`); else each one's source, made once, and the sources the compiler does not
+    hold (the cold ones), counted on `progress` as each is compiled."""
 
     def __init__(self, backend: MlirBackend, progress: Progress):
-        ops = backend.kernel_ops
-        self.sources = {n: kernel_source(f) for n, f in ops.items() if n not in backend.kernels}
-        self.cold = {t for t in self.sources.values() if not backend.compiler.holds(t)}
+        compiler = backend.compiler
+        made = backend.kernels.keys() | backend.natives.keys()
+        ops = {n: f for n, f in backend.kernel_ops.items() if n not in made}
+        self.natives = compiler.bundled(ops) if len(ops) > 1 else {}
+        self.sources = {} if self.natives else {n: kernel_source(f) for n, f in ops.items()}
+        self.cold = {t for t in self.sources.values() if not compiler.holds(t)}
         self.progress = progress
         progress.total = len(self.cold)
+        if self.sources and pays_to_bundle(len(self.cold), len(set(self.sources.values()))):
+            progress.total = len(ops)
+            with _runtime_meanwhile(compiler):
+                self.natives = compiler.bundle(ops, self.sources, progress.advance)
+            self.cold = set()
 
     def compiled(self, text: str) -> None:
         if text in self.cold:
             self.cold.remove(text)
             self.progress.advance()
+
+
+@contextmanager
+def _runtime_meanwhile(compiler: Compiler):
+    """The replay runtime loaded, or built, on a thread while the body runs: with an empty
+    cache its `cc` runs beside LLVM instead of after it. Any failure is left to the
+    schedule's own `replay_for`, which tries again and raises it."""
+
+    def load():
+        try:
+            replay_for(compiler)
+        except Exception:  # raised again, on the calling thread, by the schedule's call
+            pass
+
+    thread = threading.Thread(target=load, name="presk-replay-build", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        thread.join()
 
 
 class MlirBackend:
@@ -99,6 +138,7 @@ class MlirBackend:
         self.schedules: dict[tuple[str, bool], Schedule] = {}
         self.launches = 0
         self.unfused = 0  # the launches the same run would make without fusion
+        self.natives: dict[str, Native] = {}  # by kernel name: those of its bundle, held
         self._trace: _Trace | None = None  # while a schedule is traced
 
     def call(self, args, ctx: CallContext | None = None, entry: str | None = None):
@@ -108,6 +148,7 @@ class MlirBackend:
         if schedule is None:
             with Progress("compiling kernels") as progress:
                 self._trace = _Trace(self, progress)
+                self.natives.update(self._trace.natives)
                 try:
                     schedule = self.schedules[key] = Schedule(self, *key)
                 finally:
@@ -120,10 +161,12 @@ class MlirBackend:
     def _compiled(self, f) -> Compiled:
         elements = [str(a.type.element_type) for a in list(f.regions[0].blocks[0].arguments)[:-2]]
         name = f.attributes["sym_name"].value
-        text = self._trace.sources.get(name) if self._trace else None
-        native = self.compiler.compile(f, len(elements), text)
-        if self._trace:
-            self._trace.compiled(text)
+        native = self.natives.get(name)
+        if native is None:
+            text = self._trace.sources.get(name) if self._trace else None
+            native = self.compiler.compile(f, len(elements), text)
+            if self._trace:
+                self._trace.compiled(text)
         return Compiled(
             name,
             f.attributes["psk_kernel.kernel"].value,

@@ -1,26 +1,33 @@
-"""Kernels compiled to native code, once per kernel and machine.
+"""Kernels compiled to native code, once per kernel (or entry) and machine.
 
-An affine-stage kernel is copied into a module of its own under the name `kernel`,
-lowered by `stages.LLVM_PIPELINE`, compiled by MLIR's ExecutionEngine at opt level 3 for
-this machine's CPU, written out as an object file and linked by the system C compiler
-(`cc -shared`, with the C library's libm and MLIR's float16 runtime) into a shared
-library that ctypes loads. ctypes releases the GIL
-for the call, so workers run kernels in parallel.
+An affine-stage kernel is copied into a module of its own under the name `kernel`
+(`kernel_source`), compiled to an object file (presk/backends/objects.py: lowered by
+`stages.LLVM_PIPELINE`, compiled by MLIR's ExecutionEngine at opt level 3 for this
+machine's CPU) and linked by the system C compiler (`cc -shared`, with the C library's
+libm and MLIR's float16 runtime) into a shared library that ctypes loads. ctypes releases
+the GIL for the call, so workers run kernels in parallel.
+
+An entry's first call compiles its kernels together when enough are cold (`TOGETHER`):
+one library, its bundle, holds each kernel under its own name, made from a few modules of
+many kernels (compiled side by side by worker processes when there are many) and one
+link. A kernel
+asked for alone (a sweep, `presk explain`) has a library of its own.
 
 The libraries live in an on-disk cache (`$PRESK_CACHE`, else `$XDG_CACHE_HOME/presk`,
 else `~/.cache/presk`), named by a key, a hash of the MLIR version, the CPU and its
-features, the pipeline and the kernel's text. Beside each library are its text, compared
-on every hit so a hash collision can never run the wrong code, and its digest (BLAKE2b
-of the library keyed by the kernel's key), checked on every load so a library truncated,
-damaged or swapped for another kernel's is compiled again rather than run. A cache that
-cannot be written costs one warning: the kernels are compiled for this process alone.
+features, the pipeline and the text: a kernel's, or for a bundle its kernels' as the
+module holds them, in order (under `bundles/`). Beside each library are its text,
+compared on every hit so a hash collision can never run the wrong code, and its digest
+(BLAKE2b of the library keyed by the key), checked on every load so a library truncated,
+damaged or swapped for another's is compiled again rather than run. A cache that cannot
+be written costs one warning: the kernels are compiled for this process alone.
 
-A compiler keeps what it loaded: every library a live backend still holds, and the last
-`LOADED` it was asked for. A library neither holds is unloaded (`dlclose`) when Python
-frees its function, so a long process (a solve, a sweep, `presk serve`) keeps a bounded
-number of kernels mapped, and a backend's kernels are never unloaded under it. Each
-compilation's ExecutionEngine and its LLVM state are freed once the object file is
-written.
+A compiler keeps what it loaded: every kernel a live backend still holds, and the last
+`LOADED` it was asked for. A library none of whose kernels is held is unloaded
+(`dlclose`) when Python frees its last function, so a long process (a solve, a sweep,
+`presk serve`) keeps a bounded number of libraries mapped, and a backend's kernels are
+never unloaded under it. Each compilation's ExecutionEngine and its LLVM state are freed
+once the object file is written.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import weakref
 from collections import OrderedDict
@@ -42,19 +50,23 @@ from functools import cache
 from pathlib import Path
 
 from mlir import ir
-from mlir.execution_engine import ExecutionEngine
 
 from presk import stages
+from presk.backends.objects import OPT_LEVEL, write_objects
 from presk.errors import ToolchainError, UsageError
 from presk.fileio import write_atomic
 from presk.toolchain import host_cpu, mlir_runtime_lib
 
-OPT_LEVEL = 3
 SYMBOL = "kernel"
-# The libraries a compiler keeps loaded beyond those its live backends hold: a kernel asked
+# The kernels a compiler keeps loaded beyond those its live backends hold: a kernel asked
 # for again among the last LOADED is not loaded again. A tiny kernel's library costs about
 # 20 kB resident (docs/performance.md, "Compiled code in a long process").
 LOADED = 256
+# An entry's kernels are compiled together, into its bundle, when at least two and a
+# TOGETHER-th of them are cold: a kernel compiled alone, with an ExecutionEngine and a link
+# of its own, costs about four times its share of a bundle (docs/performance.md).
+TOGETHER = 4
+BUNDLES = "bundles"  # the cache's folder of bundles
 # LLVM keeps a bf16 value that lives across blocks in f32 and rounds it back with
 # __truncsfbf2 (exact there: the value is a bf16 already), from MLIR's runtime library.
 _RUNTIME = os.path.dirname(mlir_runtime_lib("libmlir_float16_utils.so"))
@@ -63,12 +75,14 @@ _LIBS = ["-lm", f"-L{_RUNTIME}", "-lmlir_float16_utils", f"-Wl,-rpath,{_RUNTIME}
 
 @dataclass
 class Native:
-    """A compiled kernel: `fn(*buffer pointers, lo, hi)`."""
+    """A compiled kernel: `fn(*buffer pointers, lo, hi)`, the function `symbol` of the
+    library at `path`."""
 
     fn: object
-    seconds: float  # to compile it, or to load it from the cache
+    seconds: float  # to compile it, or to load it from the cache (a bundle's: its share)
     cached: bool
     path: Path | None  # the shared library in the cache; None if the cache could not hold it
+    symbol: str = SYMBOL
 
 
 def cache_dir() -> Path:
@@ -81,7 +95,7 @@ def cache_dir() -> Path:
 def kernel_source(f: ir.Operation) -> str:
     """The text compiled for a kernel `func.func`: the function alone, named `kernel`,
     without presk's attributes (which do not change its code)."""
-    module = ir.Module.parse(str(f), f.context)
+    module = ir.Module.parse(_asm(f), f.context)
     g = module.body.operations[0].operation
     g.attributes["sym_name"] = ir.StringAttr.get(SYMBOL, f.context)
     for name in [n for n in g.attributes if n.startswith("psk_kernel.")]:
@@ -89,17 +103,45 @@ def kernel_source(f: ir.Operation) -> str:
     return str(module)
 
 
-class Compiler:
-    """Compiles kernels through a cache directory, keeping what is in use or recent."""
+def bundle_source(kernels) -> str:
+    """The text an entry's kernel `func.func`s are compiled from together: each as its
+    module holds it (its name and presk's attributes kept), in order, one after another (a
+    module of MLIR)."""
+    return "".join(_asm(f) + "\n" for f in kernels)
 
-    def __init__(self, directory: Path | None = None, keep: int = LOADED):
+
+def _asm(f: ir.Operation) -> str:
+    """`f` printed alone: `str(f)` would number the values of the whole module around it,
+    a cost that grows with the module (8 ms a kernel in the tiny MiniGPT's training step,
+    where this takes 0.1 ms)."""
+    return f.get_asm(use_local_scope=True)
+
+
+def buffers(f: ir.Operation) -> int:
+    """A kernel's buffer arguments: all but `lo, hi`."""
+    return len(f.regions[0].blocks[0].arguments) - 2
+
+
+def pays_to_bundle(cold: int, kernels: int) -> bool:
+    """Whether an entry whose `kernels` distinct kernels have `cold` ones neither loaded nor
+    in the cache compiles them all together (`TOGETHER`)."""
+    return cold >= 2 and cold * TOGETHER >= kernels
+
+
+class Compiler:
+    """Compiles kernels through a cache directory, keeping what is in use or recent;
+    `workers` processes (this one among them) compile a bundle of many kernels."""
+
+    def __init__(self, directory: Path | None = None, keep: int = LOADED, workers: int = 0):
         self.directory = directory or cache_dir()
         self.keep = keep
-        # by kernel text: every kernel something still holds (a backend), and the last
-        # `keep` asked for, newest last
+        self.workers = workers or len(os.sched_getaffinity(0))
+        # by kernel text (a bundle's kernels: bundle key and name): every kernel something
+        # still holds (a backend), and the last `keep` asked for, newest last
         self._live: weakref.WeakValueDictionary[str, Native] = weakref.WeakValueDictionary()
         self._recent: OrderedDict[str, Native] = OrderedDict()
         self._warned = False
+        self._warning = threading.Lock()  # the replay runtime may be stored on a thread
         self._prefix = "\n".join(
             [
                 importlib.metadata.version("xtc-mlir-python-bindings"),
@@ -119,56 +161,113 @@ class Compiler:
         self._keep(text, native)
         return native
 
-    def _keep(self, text: str, native: Native) -> None:
+    def _keep(self, key: str, native: Native) -> None:
         """Hold `native` as the newest; the oldest beyond `keep` is let go, to be unloaded
         once no backend holds it either."""
-        self._recent[text] = native
-        self._recent.move_to_end(text)
+        self._recent[key] = native
+        self._recent.move_to_end(key)
         if len(self._recent) > self.keep:
             self._recent.popitem(last=False)
 
     def holds(self, text: str) -> bool:
         """Whether the kernel of this `kernel_source` is loaded, or in the cache: whether
         asking for it costs no compilation."""
-        return text in self._live or self._entry(text).holds(text)
+        return text in self._live or self._place(text).holds(text)
 
-    def _entry(self, text: str) -> Entry:
+    def _place(self, text: str, folder: str = "") -> Entry:
         key = hashlib.blake2b(f"{self._prefix}\n{text}".encode(), digest_size=16).hexdigest()
-        return Entry(self.directory, key)
+        return Entry(self.directory / folder, key)
 
     def _compile_or_load(self, text: str, ctx: ir.Context, nbuffers: int) -> Native:
         start = time.perf_counter()
-        fn, path, cached = cached_library(
-            self._entry(text),
+        fns, path, cached = cached_library(
+            self._place(text),
             text,
-            lambda so: _build(text, ctx, so),
-            lambda lib: _load(lib, nbuffers),
+            lambda so: _build([(SYMBOL, text)], ctx, so),
+            lambda lib: _load(lib, {SYMBOL: nbuffers}),
             self.warn,
         )
-        return Native(fn, time.perf_counter() - start, cached, path)
+        return Native(fns[SYMBOL], time.perf_counter() - start, cached, path)
+
+    def bundled(self, kernels: dict[str, ir.Operation]) -> dict[str, Native]:
+        """An entry's kernels by name, from their bundle loaded in this process or held by
+        the cache (verified); {} if neither has it."""
+        text = bundle_source(kernels.values())
+        place = self._place(text, BUNDLES)
+        natives = {name: self._live.get(f"{place.key}:{name}") for name in kernels}
+        if None in natives.values():
+            if not place.holds(text):
+                return {}
+            start = time.perf_counter()
+            try:
+                fns = _load(place.lib, {name: buffers(f) for name, f in kernels.items()})
+            except OSError:  # a library this installation cannot load: made again
+                return {}
+            natives = _natives(fns, start, True, place.lib)
+        return self._held(place, natives)
+
+    def bundle(
+        self, kernels: dict[str, ir.Operation], sources: dict[str, str], advance
+    ) -> dict[str, Native]:
+        """An entry's kernels by name, compiled together into their bundle, stored in the
+        cache; `sources` are their `kernel_source`s, `advance(n)` is called as n more are
+        compiled."""
+        text = bundle_source(kernels.values())
+        place = self._place(text, BUNDLES)
+        ctx = next(iter(kernels.values())).context
+        start = time.perf_counter()
+        fns, path = stored_library(
+            place,
+            text,
+            lambda so: _build([(n, sources[n]) for n in kernels], ctx, so, self.workers, advance),
+            lambda lib: _load(lib, {name: buffers(f) for name, f in kernels.items()}),
+            self.warn,
+        )
+        return self._held(place, _natives(fns, start, False, path))
+
+    def _held(self, place: Entry, natives: dict[str, Native]) -> dict[str, Native]:
+        """A bundle's kernels held while in use, and as the newest asked for."""
+        for name, native in natives.items():
+            self._live[f"{place.key}:{name}"] = native
+            self._keep(f"{place.key}:{name}", native)
+        return natives
 
     def warn(self, e: UsageError) -> None:
         """One line per compiler (a process shares one): a cache that cannot be written
         must not fail a run."""
-        if not self._warned:
-            sys.stderr.write(
-                f"warning: the kernel cache {self.directory} cannot be used ({e.message}); "
-                "kernels are compiled for this run only\n"
-            )
+        with self._warning:
+            if self._warned:
+                return
             self._warned = True
+        sys.stderr.write(
+            f"warning: the kernel cache {self.directory} cannot be used ({e.message}); "
+            "kernels are compiled for this run only\n"
+        )
+
+
+def _natives(fns: dict, start: float, cached: bool, path: Path | None) -> dict[str, Native]:
+    """A bundle's functions by name as `Native`s, each timed at its share since `start`."""
+    share = (time.perf_counter() - start) / len(fns)
+    return {name: Native(fn, share, cached, path, name) for name, fn in fns.items()}
 
 
 def cached_library(entry: Entry, text: str, build, load, warn, scratch: str = "presk-kernel-"):
     """What `load` makes of the library the cache holds for `text`, verified, else of the
-    library `build(path)` writes, stored in the cache (a cache that cannot hold it is told
-    to `warn`); with the library's cache path (None if not stored) and whether it was a
-    hit. A library is built and loaded in a temporary directory (named `scratch`…), named
-    by its key: the dynamic loader reuses an object loaded from the same path."""
+    library `build(path)` writes, stored in the cache (`stored_library`); with the
+    library's cache path (None if not stored) and whether it was a hit."""
     if entry.holds(text):
         try:
             return load(entry.lib), entry.lib, True
         except OSError:  # a library this installation cannot load: made again
             pass
+    return (*stored_library(entry, text, build, load, warn, scratch), False)
+
+
+def stored_library(entry: Entry, text: str, build, load, warn, scratch: str = "presk-kernel-"):
+    """What `load` makes of the library `build(path)` writes, stored in the cache as
+    `text`'s (a cache that cannot hold it is told to `warn`), and its cache path (None if
+    not stored). A library is built and loaded in a temporary directory (named `scratch`…),
+    named by its key: the dynamic loader reuses an object loaded from the same path."""
     with tempfile.TemporaryDirectory(prefix=scratch) as tmp:
         so = Path(tmp) / entry.lib.name
         build(so)
@@ -177,8 +276,8 @@ def cached_library(entry: Entry, text: str, build, load, warn, scratch: str = "p
             entry.store(text, so.read_bytes())
         except UsageError as e:
             warn(e)
-            return loaded, None, False
-    return loaded, entry.lib, False
+            return loaded, None
+    return loaded, entry.lib
 
 
 @dataclass(frozen=True)
@@ -243,40 +342,32 @@ def c_compiler() -> str:
     return cc
 
 
-def _build(text: str, ctx: ir.Context, so: Path) -> None:
+def _build(
+    kernels: list[tuple[str, str]], ctx: ir.Context, so: Path, workers: int = 1, advance=None
+) -> None:
+    """The library `so` of `kernels`, (symbol, `kernel_source`) pairs: their object files,
+    written beside it by `workers` processes, linked."""
     cc = c_compiler()
-    obj = so.with_suffix(".o")
-    _write_object(text, ctx, obj)
-    link = subprocess.run([cc, "-shared", "-o", so, obj, *_LIBS], capture_output=True, text=True)
+    objects = write_objects(kernels, ctx, so.parent, workers, advance or (lambda n: None))
+    argv = [cc, "-shared", "-o", so, *objects, *_LIBS]
+    link = subprocess.run(argv, capture_output=True, text=True)
     if link.returncode != 0:
         said = (link.stderr.strip().splitlines() or [f"exit status {link.returncode}"])[-1]
         raise ToolchainError(f"{cc} could not link a kernel: {said}")
 
 
-def _write_object(text: str, ctx: ir.Context, obj: Path) -> None:
-    """The kernel compiled to an object file. The module and the ExecutionEngine, with its
-    LLVM state, are freed on return, before the link."""
-    module = ir.Module.parse(text, ctx)
-    stages.llvm(module)
-    engine = ExecutionEngine(
-        module,
-        opt_level=OPT_LEVEL,
-        shared_libs=[mlir_runtime_lib("libmlir_float16_utils.so")],
-        enable_pic=True,
-    )
-    engine.dump_to_object_file(str(obj))
-
-
-def _load(lib: Path, nbuffers: int):
-    """The kernel's function in `lib`. The function holds the library, which is unloaded
-    when Python frees the last function of it."""
+def _load(lib: Path, symbols: dict[str, int]) -> dict[str, object]:
+    """The function of each symbol in `lib`, with its buffer count. A function holds the
+    library, which is unloaded when Python frees the last function of it."""
     library = ctypes.CDLL(str(lib))
     unload = weakref.finalize(library, _ctypes.dlclose, library._handle)
     unload.atexit = False  # at exit a worker thread may still be in a kernel
-    fn = library[SYMBOL]
-    fn.argtypes = [ctypes.c_void_p] * nbuffers + [ctypes.c_int64, ctypes.c_int64]
-    fn.restype = None
-    return fn
+    fns = {}
+    for symbol, nbuffers in symbols.items():
+        fn = fns[symbol] = library[symbol]
+        fn.argtypes = [ctypes.c_void_p] * nbuffers + [ctypes.c_int64, ctypes.c_int64]
+        fn.restype = None
+    return fns
 
 
 @cache
