@@ -33,7 +33,7 @@ class PskAutoLayout(Pass):
 
     def run(self, module) -> None:
         width = self.bytes or vector_bytes()
-        target = Target(width, self.workers or default_threads(), 32 if width == 64 else 16)
+        target = Target.for_width(width, self.workers or default_threads())
         machine = string_attr(module, "psk_kernel.type")
         choices = choose(module, machine, target)
         apply_plan(module, {"layout": {c.site: plan_entry(c.layout) for c in choices}})

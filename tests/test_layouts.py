@@ -21,11 +21,21 @@ from presk.backends.mlir import MlirBackend
 from presk.core.program import read_host_program
 from presk.errors import RealizationError
 from presk.ir.ops import string_attr, walk_ops
-from presk.kernel.contraction import ROW_FORMS, Layout, check, check_rows, read_nest, space
-from presk.kernel.cost import Target
+from presk.ir.types import Axis, TensorType
+from presk.kernel.contraction import (
+    ROW_FORMS,
+    Layout,
+    Nest,
+    check,
+    check_rows,
+    read_nest,
+    space,
+)
+from presk.kernel.cost import Target, _conflicts, predict
 from presk.kernel.epilogue import fold_epilogues
 from presk.kernel.machine import MACHINES
-from presk.kernel.planner import choose
+from presk.kernel.nests import Contraction
+from presk.kernel.planner import candidates, choose
 from presk.kernel.relayout import layout_kernels, relayout
 from presk.runtime.values import leaves
 from presk.toolchain import default_threads, vector_bytes, vector_widths
@@ -251,3 +261,53 @@ def test_presk_bench_sweep_times_every_point_and_marks_the_plans_pick():
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("dot_big/%0: ") and "points" in lines[0]
     assert sum("<- presk plan" in line for line in lines) == 1
+
+
+# The cost model ranks points as measured on the two machines it was tuned on
+# (docs/layouts.md, section 5): znver4 with AVX-512 and znver1 with AVX2.
+def _target(width: int) -> Target:
+    return Target.for_width(width, default_threads())
+
+
+def _nest(a: tuple, b: tuple, ksizes: tuple, shape: tuple) -> Nest:
+    out = TensorType("real", tuple(Axis(None, size) for size in shape))
+    return Nest(Contraction(a, b, ksizes), out)
+
+
+O0, O1, O2, K0, K1 = ("o", 0), ("o", 1), ("o", 2), ("k", 0), ("k", 1)
+GEMM = _nest((O0, K0), (K0, O1), (1024,), (1024, 1024))
+# the course GPT's feed-forward products over 1024 rows (bench/nests.py)
+FORWARD = _nest((O0, O1, K0), (K0, O2), (384,), (4, 256, 1536))
+DOT_VJP_L = _nest((O0, O1, K0), (O2, K0), (1536,), (4, 256, 384))
+DOT_VJP_R = _nest((K0, K1, O0), (K0, K1, O1), (4, 256), (384, 1536))
+
+
+def _pick(nest: Nest, target: Target) -> Layout:
+    return min(candidates(nest, "f32", target), key=lambda p: predict(nest, p, 4, target))
+
+
+@pytest.mark.parametrize(
+    "nest", [GEMM, FORWARD, DOT_VJP_L, DOT_VJP_R], ids=["gemm", "dot", "dot_vjp_l", "dot_vjp_r"]
+)
+def test_the_cost_model_picks_four_rows_of_one_vector_on_avx512(nest):
+    """Measured on znver4 (bench/gemm.py, bench/nests.py): [4, 16] tiles in 16 lanes were
+    the fastest or within a few percent of it on each; the model once picked one row,
+    [1, 64], 1.6 to 4.4 times slower there (the b panel streamed from L2 each k)."""
+    pick = _pick(nest, _target(64))
+    assert (pick.form, pick.tile, pick.lanes) == ("tiled", (4, 16), 16), pick
+
+
+def test_the_cost_model_keeps_packed_rows_on_avx2():
+    """On znver1 the best 1024³ f32 point was one row of 64 columns, JI, b packed; the
+    AVX-512 terms leave that machine's pick among its kind."""
+    pick = _pick(GEMM, _target(32))
+    assert (pick.tile[0], pick.order, pick.pack, pick.lanes) == (1, "JI", "b", 8), pick
+
+
+def test_a_strided_b_misses_only_where_l2_cannot_keep_its_rows():
+    """1024³'s b rows, 4 KiB apart, fall in 1/64 of L2's sets: a column of 1024 of them
+    does not stay; the course GPT's weight rows, 6 KiB apart, do (2× fewer sets lost)."""
+    target, tile = _target(64), Layout(tile=(4, 16), lanes=16)
+    assert _conflicts(GEMM, tile, 4, target)
+    assert not _conflicts(FORWARD, tile, 4, target)
+    assert predict(GEMM, tile, 4, target) > 2 * predict(GEMM, replace(tile, pack="b"), 4, target)

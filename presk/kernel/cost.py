@@ -1,26 +1,37 @@
 """The cost model `presk plan` picks contraction and softmax layouts with (docs/layouts.md).
 
 It predicts a nest's time in cycles from what each point of the layout space makes the
-machine do, counted from the nest's sizes:
+machine do, counted from the nest's sizes. A tile's k costs the longest of what overlaps:
 
-- compute: one cycle a vector multiply and add (the two run on separate units);
-- register loads: two a cycle from L1; an operand read across J that is not contiguous
-  (and not packed) costs a cache line a load;
-- registers: accumulators, the operand vectors of one k and a broadcast beyond the
-  machine's vector registers spill, a load and a store each a k;
-- cache traffic: the bytes the block loops read again, from L2 where what they sweep
-  fits in it, else from memory; an unpacked b whose rows are more than 512 bytes apart
-  costs a cache miss a k (measured: the prefetchers do not follow it), and a TLB walk
-  where a row is wider than a page;
-- a k-block's stores and loads of the accumulators; a pack's copy, which every worker
-  of a split makes for itself; handing pieces to the workers.
+- compute: one cycle a vector multiply and add (the two run on separate units); on
+  AVX-512 an operand broadcast to more than one vector of the tile is one more operation
+  for them (a broadcast used once is folded into the multiply's load);
+- the chain of adds on each accumulator (its latency, with few accumulators);
+- register loads: two of up to 32 bytes a cycle from L1; an operand read across J that is
+  not contiguous (and not packed) costs a cache line a load; accumulators, one k's
+  operand vectors and a broadcast beyond the machine's vector registers spill, a load and
+  a store each a k;
+- streams: each operand is read again at the innermost loop around the tile it does not
+  move with, from the cache that holds what that loop's body touches (its reuse
+  distance): L1, L2, the last level or memory, each at its bandwidth;
+- an unpacked b whose rows are more than 512 bytes apart (the prefetchers lose it): on
+  znver1 (AVX2) a miss a k on top and a page walk where a row is wider than a page; on
+  znver4 a miss a k only where a tile sweeps more rows than L2 keeps at their stride, a
+  shorter wait where a is read a row a k as well, both hidden behind the multiply-adds as
+  far as they last, and a page walk a line of a row wider than a page on top.
+
+To the tiles' time it adds a k-block's stores and loads of the accumulators; a pack's
+copy (in vectors where the operand's elements are consecutive along the panel's), which
+every worker of a split makes for itself; and handing pieces to the workers.
 
 A softmax nest (`Rows`) is priced by its calls to the C library's exp, one an element
 and a pass in the three-pass form, one an element in the two-pass form, which pays
 instead for a scratch row (allocated and freed a row) and a store an element.
 
-The constants are this machine class's (x86-64, two loads and one vector multiply-add a
-cycle); the model ranks points, and `presk bench --sweep` measures them.
+The constants are x86-64's, measured on znver1 (AVX2) and znver4 (AVX-512); what differs
+between the two is the `Target`'s (its vector width, registers, caches, and whether it
+hides a strided b's misses), chosen by the vector width. The model ranks points, and
+`presk bench --sweep` and bench/nests.py measure them.
 """
 
 from __future__ import annotations
@@ -31,13 +42,18 @@ from dataclasses import dataclass
 from presk.kernel.contraction import Layout, Nest
 from presk.toolchain import default_threads, vector_bytes
 
-LOAD = 0.5  # cycles a load from L1
+LOAD = 0.5  # cycles a load from L1 of up to 32 bytes (two a cycle); a 64-byte one takes two
+ADD_LATENCY = 3.0  # cycles from a vector add to the next add on its accumulator
+FMA_LATENCY = 4.0  # the same for a fused multiply-add (a realization's "contract": "fma")
 L2_BYTE = 1 / 32  # cycles a byte from L2
+L3_BYTE = 1 / 16  # cycles a byte from the last level, one core
 DRAM_BYTE = 1 / 4  # cycles a byte from memory, one core
+LINE = 64  # bytes a cache line
 PAGE = 4096
 TLB_WALK = 4.0  # cycles a k when each k's row of b is on another page
 STRIDE = 512  # bytes between b's rows beyond which an unpacked read misses
 STRIDED = 16.0  # cycles a k a tile reading such a b (measured at 1024³, docs/layouts.md)
+ROW = 5.0  # cycles a k waits for such a row that L2 holds, read beside another (znver4)
 SPLIT = 60_000.0  # cycles to hand a kernel to the workers and wait for them
 EXP = 20.0  # cycles a call of the C library's exp, an element (kernels keep every call)
 DIVIDE = 5.0  # cycles a vector division
@@ -50,13 +66,26 @@ class Target:
     vector_bytes: int
     cores: int
     registers: int = 16
-    l1: int = 32 << 10
-    l2: int = 512 << 10
+    l1: int = 32 << 10  # a core's data cache, bytes
+    l2: int = 512 << 10  # a core's second level
+    l3: int = 8 << 20  # the shared last level
+    l2_ways: int = 8  # L2's associativity: lines a stride of a power of two can keep
+    # whether the core hides a strided b's misses behind the multiply-adds (measured on
+    # znver4, with AVX-512), or pays them on top (znver1, AVX2)
+    hides_misses: bool = False
+
+    @staticmethod
+    def for_width(width: int, cores: int) -> Target:
+        """A machine with `width`-byte vectors, as the model knows it: with AVX-512, znver4's
+        32 registers and caches (1 MiB of L2); else znver1's. The width, not this machine's
+        caches, decides, so that a pipeline naming the width chooses alike anywhere."""
+        if width == 64:
+            return Target(width, cores, 32, l2=1 << 20, l3=32 << 20, hides_misses=True)
+        return Target(width, cores)
 
     @staticmethod
     def host() -> Target:
-        width = vector_bytes()
-        return Target(width, default_threads(), registers=32 if width == 64 else 16)
+        return Target.for_width(vector_bytes(), default_threads())
 
 
 @dataclass(frozen=True)
@@ -124,35 +153,121 @@ def _tiled(nest: Nest, layout: Layout, e: int, target: Target):
     packed_a, packed_b = layout.pack == "ab", "b" in layout.pack
     a_i, a_j = nest.depends(nest.c.a, "i"), nest.depends(nest.c.a, "j")
     b_i, b_j = nest.depends(nest.c.b, "i"), nest.depends(nest.c.b, "j")
+    vector = LOAD * max(1, w * e // 32)  # a vector load; a broadcast is one element's
     a_loads = (m if a_i else 1) * (vn if a_j else 1)
     b_loads = (vn if b_j else 1) * (m if b_i else 1)
-    load = (a_loads + b_loads) * LOAD
+    load = a_loads * (vector if a_j else LOAD) + b_loads * (vector if b_j else LOAD)
     if b_j and not packed_b and not nest.contiguous_j(nest.c.b):
         load += b_loads * (n / vn) * LOAD * 4  # a cache line an element
     regs = m * vn + (vn if b_j else 1) + 1
     load += max(0, regs - target.registers) * 2 * LOAD * 2
-    per_k = max(m * vn, load)
+    # the multiplies and adds on two vector units; on AVX-512 an operand broadcast to the
+    # tile's vn vectors is one more operation for them (used once, it is folded into the
+    # multiply's load instead)
+    broadcasts = 0
+    if target.vector_bytes == 64 and w > 1 and vn > 1:
+        broadcasts = (0 if a_j else a_loads) + (0 if b_j else b_loads)
+    compute = m * vn + broadcasts / 2
+    near, far = _streamed(nest, layout, e, target)
+    chain = FMA_LATENCY if layout.fma else ADD_LATENCY
+    hidden, added = _strided(nest, layout, e, target) if b_j and not packed_b else (0.0, 0.0)
+    # a k's multiply-adds, loads, the accumulators' chains of adds and the prefetched
+    # streams overlap; what L1 misses in L2 waits as long as the longest of them
+    per_k = max(compute, chain, load, far, near, hidden) + added
     kb = layout.kblock or k
-    if b_j and not packed_b:
-        if j * e > STRIDE:  # each k's row of b lines apart: the prefetchers lose it
-            per_k += STRIDED
-        if j * e >= PAGE:
-            per_k += TLB_WALK / m  # shared by the tile's rows
     body = tiles * k * per_k
     if layout.kblock:
         body += tiles * (k // kb) * m * vn * 2
-    # what the block loops sweep again
-    order = layout.order.replace("K", "")
-    a_bytes, b_bytes = i * kb * e, kb * j * e
-    if order == "IJ":  # for each row block, all of b's columns
-        again = (i // m) * b_bytes * (k // kb) + i * k * e
-    else:  # for each column block, all of a's rows
-        again = (j // n) * a_bytes * (k // kb) + k * j * e
-    swept = b_bytes if order == "IJ" else a_bytes
-    traffic = again * (L2_BYTE if swept <= target.l2 else DRAM_BYTE)
-    pack = (k * j if packed_b else 0) + (i * k if packed_a else 0)
-    pack *= 1 + 2 * LOAD  # a load and a store an element
-    return body, traffic, pack
+    # a load and a store an element copied, in vectors where the operand's elements are
+    # consecutive along the panel's (LLVM vectorizes that copy), else one by one
+    copy = 1 + 2 * LOAD
+    pack = (k * j * copy / (w if nest.contiguous_j(nest.c.b) else 1) if packed_b else 0) + (
+        i * k * copy if packed_a else 0
+    )
+    return body, 0.0, pack
+
+
+def _strided(nest: Nest, layout: Layout, e: int, target: Target) -> tuple[float, float]:
+    """The cycles a k an unpacked b costs where its rows are more than STRIDE bytes apart
+    (the prefetchers lose them), as (hidden behind the multiply-adds, added to them). On
+    znver1 (AVX2) every k paid STRIDED on top, and a page walk a k where a row is wider than
+    a page. On znver4 a k waits STRIDED where the tile sweeps more rows than L2 keeps at
+    their stride, else ROW where a too is read a row a k (measured: the prefetchers follow
+    one such stream, not two), both hidden behind the multiply-adds as far as they last,
+    and pays a page walk a line of the row where a row is wider than a page."""
+    m, n = layout.tile
+    row = nest.j * e
+    if row <= STRIDE:
+        return 0.0, 0.0
+    if not target.hides_misses:
+        return 0.0, STRIDED + (TLB_WALK / m if row >= PAGE else 0.0)
+    if _conflicts(nest, layout, e, target):
+        wait = STRIDED
+    else:  # L2 holds the rows; a k waits for one only where a is read a row a k as well
+        a_rows = layout.pack != "ab" and nest.c.a[-1][0] != "k"
+        wait = ROW if a_rows else 0.0
+    return wait, TLB_WALK / m * math.ceil(n * e / LINE) if row >= PAGE else 0.0
+
+
+def _conflicts(nest: Nest, layout: Layout, e: int, target: Target) -> bool:
+    """Whether an unpacked b's rows, read down a column a k at a time, miss L2: a tile
+    sweeps more of them before it reads them again than L2 keeps at their stride (a stride
+    of 2^p lines falls in 1/2^p of L2's sets)."""
+    row = nest.j * e
+    kb = layout.kblock
+    rows = nest.k if not kb or layout.order.endswith("K") else kb
+    sets = target.l2 // (LINE * target.l2_ways)
+    return rows > sets // math.gcd(max(1, row // LINE), sets) * target.l2_ways
+
+
+def _streamed(nest: Nest, layout: Layout, e: int, target: Target) -> tuple[float, float]:
+    """The cycles a tile's k waits for operand bytes from beyond L1: (from L2, from
+    further). Each operand is read again at the innermost loop around the tile that it
+    does not move with, from the cache that holds what the loops inside that one touch
+    (its reuse distance); one no loop reuses streams from memory."""
+    m, n = layout.tile
+    kb = layout.kblock or nest.k
+    ops = {"a": nest.c.a, "b": nest.c.b}
+    own = {
+        x: (m if nest.depends(o, "i") else 1) * (n if nest.depends(o, "j") else 1)
+        for x, o in ops.items()
+    }
+    packed = {"a": layout.pack == "ab", "b": "b" in layout.pack}
+    # the bytes a tile's k keeps in cache: whole lines where an operand's rows are its k
+    # (unpacked, k not its last axis), so that each k reads other lines
+    held = {
+        x: own[x] * e if packed[x] or ops[x][-1][0] == "k" else math.ceil(own[x] * e / LINE) * LINE
+        for x in ops
+    }
+    trips = {"I": nest.i // m, "J": nest.j // n, "K": nest.k // kb}
+    around = [(x, trips[x]) for x in reversed(layout.order)]
+    around += [(("o", p), size) for p, size in reversed(list(enumerate(nest.lead)))]
+
+    def moves(x: str, axis) -> bool:
+        if axis in ("I", "J"):
+            return nest.depends(ops[x], axis.lower())
+        return axis == "K" or axis in ops[x]
+
+    near = far = 0.0
+    for name in ops:
+        footprint = {x: held[x] * kb for x in ops}
+        distance = None
+        for axis, count in around:
+            if count == 1:
+                continue
+            if not moves(name, axis):
+                distance = sum(footprint.values())
+                break
+            for x in footprint:
+                footprint[x] *= count if moves(x, axis) else 1
+        per_k = own[name] * e
+        if distance is None or distance > target.l3:
+            far += per_k * DRAM_BYTE
+        elif distance > target.l2:
+            far += per_k * L3_BYTE
+        elif distance > target.l1 // 2:
+            near += per_k * L2_BYTE
+    return near, far
 
 
 def _softmax(rows: Rows, layout: Layout, e: int, target: Target) -> float:

@@ -4,7 +4,7 @@
 // The 4x4x4 product leaves its default rowwise nest for the point the cost model prices
 // cheapest for 32-byte vectors on one worker (the same bits at every point).
 // CHECK-LABEL: func.func @k0.dot(
-// CHECK-SAME:    psk_kernel.layout = {form = "tiled", kblock = 0 : i64, lanes = 1 : i64, order = "JI", pack = "none", tile = array<i64: 1, 4>}
+// CHECK-SAME:    psk_kernel.layout = {form = "tiled", kblock = 0 : i64, lanes = 1 : i64, order = "IJ", pack = "none", tile = array<i64: 1, 4>}
 // CHECK-NOT:     form = "rowwise"
 // VERIFIED:      "psk_kernel.launch"
 module attributes {psk.dims = {I = 4 : i64, J = 4 : i64, K = 4 : i64}, psk.entry = @dot_big, psk.params = [], psk.program = "tests/data/layouts.psk", psk_kernel.type = "f32"} {
