@@ -30,7 +30,7 @@ from presk.pipeline import build_pass_manager
 from presk.plans import read_plan
 from presk.quantize import realized_elements
 from presk.runtime.inputs import param_type
-from presk.toolchain import default_threads, vector_bytes
+from presk.toolchain import default_threads, host_cpu, vector_bytes
 
 REMATS = ("store", "recompute")
 
@@ -113,7 +113,10 @@ def _layouts(r, plan: str | None) -> list[str]:
         if order != "sequential"
     ]
     if plan == plans.AUTO:  # this machine's target, spelled out so presk-opt repeats it
-        steps.append(f"psk-auto-layout{{bytes={vector_bytes()} workers={default_threads()}}}")
+        steps.append(
+            f"psk-auto-layout{{bytes={vector_bytes()} workers={default_threads()} "
+            f"cpu={host_cpu()[0]}}}"
+        )
     elif plan is not None and plan != plans.DEFAULT:
         steps.append(f"psk-plan{{file={_option(plan)}}}")
     return steps

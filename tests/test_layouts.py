@@ -263,10 +263,10 @@ def test_presk_bench_sweep_times_every_point_and_marks_the_plans_pick():
     assert sum("<- presk plan" in line for line in lines) == 1
 
 
-# The cost model ranks points as measured on the two machines it was tuned on
-# (docs/layouts.md, section 5): znver4 with AVX-512 and znver1 with AVX2.
+# The cost model ranks points as measured on the machines it was tuned on (docs/layouts.md,
+# section 5): znver4 and emeraldrapids with AVX-512, znver1 with AVX2.
 def _target(width: int) -> Target:
-    return Target.for_width(width, default_threads())
+    return Target.for_machine(width, default_threads(), "znver4" if width == 64 else "znver1")
 
 
 def _nest(a: tuple, b: tuple, ksizes: tuple, shape: tuple) -> Nest:
@@ -295,6 +295,18 @@ def test_the_cost_model_picks_four_rows_of_one_vector_on_avx512(nest):
     [1, 64], 1.6 to 4.4 times slower there (the b panel streamed from L2 each k)."""
     pick = _pick(nest, _target(64))
     assert (pick.form, pick.tile, pick.lanes) == ("tiled", (4, 16), 16), pick
+
+
+@pytest.mark.parametrize(
+    "nest", [GEMM, FORWARD, DOT_VJP_L, DOT_VJP_R], ids=["gemm", "dot", "dot_vjp_l", "dot_vjp_r"]
+)
+def test_the_cost_model_keeps_sixteen_accumulators_on_intel_avx512(nest):
+    """Measured on emeraldrapids (bench/nests.py, bench/gemm.py): znver4's [4, 16] tiles,
+    four accumulators, ran at half the rate of [4, 64]'s sixteen on each of these nests."""
+    target = Target.for_machine(64, default_threads(), "emeraldrapids")
+    pick = _pick(nest, target)
+    assert (pick.form, pick.tile, pick.lanes) == ("tiled", (4, 64), 16), pick
+    assert _pick(nest, _target(64)).tile == (4, 16)  # the same width, another core
 
 
 def test_the_cost_model_keeps_packed_rows_on_avx2():

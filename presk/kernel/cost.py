@@ -3,9 +3,9 @@
 It predicts a nest's time in cycles from what each point of the layout space makes the
 machine do, counted from the nest's sizes. A tile's k costs the longest of what overlaps:
 
-- compute: one cycle a vector multiply and add (the two run on separate units); on
-  AVX-512 an operand broadcast to more than one vector of the tile is one more operation
-  for them (a broadcast used once is folded into the multiply's load);
+- compute: one cycle a vector multiply and add; on znver4 an operand broadcast to more
+  than one vector of the tile is one more operation for them (a broadcast used once is
+  folded into the multiply's load);
 - the chain of adds on each accumulator (its latency, with few accumulators);
 - register loads: two of up to 32 bytes a cycle from L1; an operand read across J that is
   not contiguous (and not packed) costs a cache line a load; accumulators, one k's
@@ -28,9 +28,10 @@ A softmax nest (`Rows`) is priced by its calls to the C library's exp, one an el
 and a pass in the three-pass form, one an element in the two-pass form, which pays
 instead for a scratch row (allocated and freed a row) and a store an element.
 
-The constants are x86-64's, measured on znver1 (AVX2) and znver4 (AVX-512); what differs
-between the two is the `Target`'s (its vector width, registers, caches, and whether it
-hides a strided b's misses), chosen by the vector width. The model ranks points, and
+The constants are x86-64's, measured on znver1 (AVX2), znver4 and Intel's emeraldrapids
+(AVX-512); what differs between them is the `Target`'s (its vector width, registers,
+caches, whether it hides a strided b's misses, what a broadcast and an accumulator's chain
+cost), chosen by the vector width and the core's name. The model ranks points, and
 `presk bench --sweep` and bench/nests.py measure them.
 """
 
@@ -40,11 +41,12 @@ import math
 from dataclasses import dataclass
 
 from presk.kernel.contraction import Layout, Nest
-from presk.toolchain import default_threads, vector_bytes
+from presk.toolchain import default_threads, host_cpu, vector_bytes
 
 LOAD = 0.5  # cycles a load from L1 of up to 32 bytes (two a cycle); a 64-byte one takes two
 ADD_LATENCY = 3.0  # cycles from a vector add to the next add on its accumulator
 FMA_LATENCY = 4.0  # the same for a fused multiply-add (a realization's "contract": "fma")
+INTEL_CHAIN = 10.0  # the same as Intel's AVX-512 cores' kernels see it (fitted, bench/nests.py)
 L2_BYTE = 1 / 32  # cycles a byte from L2
 L3_BYTE = 1 / 16  # cycles a byte from the last level, one core
 DRAM_BYTE = 1 / 4  # cycles a byte from memory, one core
@@ -73,19 +75,46 @@ class Target:
     # whether the core hides a strided b's misses behind the multiply-adds (measured on
     # znver4, with AVX-512), or pays them on top (znver1, AVX2)
     hides_misses: bool = False
+    # cycles from a vector add to the next add on its accumulator, and from a fused
+    # multiply-add to the next, as the kernels' loops see them
+    add_latency: float = ADD_LATENCY
+    fma_latency: float = FMA_LATENCY
+    # whether an operand broadcast to more than one vector of a tile costs a vector
+    # operation (znver4) or only its load (Intel's AVX-512 cores)
+    broadcast_op: bool = False
+    l3_byte: float = L3_BYTE
 
     @staticmethod
-    def for_width(width: int, cores: int) -> Target:
-        """A machine with `width`-byte vectors, as the model knows it: with AVX-512, znver4's
-        32 registers and caches (1 MiB of L2); else znver1's. The width, not this machine's
-        caches, decides, so that a pipeline naming the width chooses alike anywhere."""
-        if width == 64:
-            return Target(width, cores, 32, l2=1 << 20, l3=32 << 20, hides_misses=True)
-        return Target(width, cores)
+    def for_machine(width: int, cores: int, cpu: str) -> Target:
+        """A machine with `width`-byte vectors and LLVM's CPU name `cpu`, as the model knows
+        it: AVX-512 on AMD (`znver4`, `znver5`) as measured on znver4, 32 registers and
+        1 MiB of L2; AVX-512 on another core as measured on Intel's `emeraldrapids`, where
+        a broadcast is only its load, an accumulator's chain needs more vectors in flight
+        (bench/nests.py: four accumulators ran at half the rate of sixteen) and the last
+        level is further; narrower vectors as znver1 (AVX2). The name, not this machine's
+        caches, decides, so that a pipeline naming both chooses alike anywhere."""
+        if width != 64:
+            return Target(width, cores)
+        if cpu.startswith("znver"):
+            return Target(
+                width, cores, 32, l2=1 << 20, l3=32 << 20, hides_misses=True, broadcast_op=True
+            )
+        return Target(
+            width,
+            cores,
+            32,
+            l1=48 << 10,
+            l2=2 << 20,
+            l3=256 << 20,
+            hides_misses=True,
+            add_latency=INTEL_CHAIN,
+            fma_latency=INTEL_CHAIN,
+            l3_byte=L3_BYTE * 2,
+        )
 
     @staticmethod
     def host() -> Target:
-        return Target.for_width(vector_bytes(), default_threads())
+        return Target.for_machine(vector_bytes(), default_threads(), host_cpu()[0])
 
 
 @dataclass(frozen=True)
@@ -165,11 +194,11 @@ def _tiled(nest: Nest, layout: Layout, e: int, target: Target):
     # tile's vn vectors is one more operation for them (used once, it is folded into the
     # multiply's load instead)
     broadcasts = 0
-    if target.vector_bytes == 64 and w > 1 and vn > 1:
+    if target.broadcast_op and w > 1 and vn > 1:
         broadcasts = (0 if a_j else a_loads) + (0 if b_j else b_loads)
     compute = m * vn + broadcasts / 2
     near, far = _streamed(nest, layout, e, target)
-    chain = FMA_LATENCY if layout.fma else ADD_LATENCY
+    chain = target.fma_latency if layout.fma else target.add_latency
     hidden, added = _strided(nest, layout, e, target) if b_j and not packed_b else (0.0, 0.0)
     # a k's multiply-adds, loads, the accumulators' chains of adds and the prefetched
     # streams overlap; what L1 misses in L2 waits as long as the longest of them
@@ -264,7 +293,7 @@ def _streamed(nest: Nest, layout: Layout, e: int, target: Target) -> tuple[float
         if distance is None or distance > target.l3:
             far += per_k * DRAM_BYTE
         elif distance > target.l2:
-            far += per_k * L3_BYTE
+            far += per_k * target.l3_byte
         elif distance > target.l1 // 2:
             near += per_k * L2_BYTE
     return near, far
