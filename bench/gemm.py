@@ -31,10 +31,10 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 import presk  # noqa: E402
-from presk.kernel.contraction import Layout, check, read_nest  # noqa: E402
-from presk.kernel.cost import Target, predict  # noqa: E402
+from presk.kernel.contraction import Layout, read_nest  # noqa: E402
+from presk.kernel.cost import Target  # noqa: E402
 from presk.kernel.machine import MACHINES  # noqa: E402
-from presk.kernel.planner import candidates, plan_entry  # noqa: E402
+from presk.kernel.planner import plan_entry, sweep_and_pick  # noqa: E402
 from presk.kernel.relayout import contraction_kernels  # noqa: E402
 from presk.realize import Realization  # noqa: E402
 from presk.timing import timed  # noqa: E402
@@ -98,14 +98,9 @@ def main() -> int:
             kernels = core(n).lower(t).module
             nest, _ = read_nest(next(iter(contraction_kernels(kernels.operation).values())))
             element = MACHINES[t].arith.itemsize
-            points = [
-                p
-                for p in sweep_points(target.vector_bytes // element, args.threads)
-                if _fits(nest, p, t)
-            ]
-            pick = min(candidates(nest, t, target), key=lambda p: predict(nest, p, element, target))
-            if pick not in points:
-                points.append(pick)
+            points, pick = sweep_and_pick(
+                nest, t, target, sweep_points(target.vector_bytes // element, args.threads)
+            )
             print(f"\n{n}³ {t}: numpy {peer:.1f} GFLOP/s")
             contracts = ("none", "fma") if args.contract == "fma" else ("none",)
             for contract in contracts:
@@ -140,14 +135,6 @@ def sweep(n: int, t: str, points: list[Layout], contract: str, args) -> list:
         assert np.array_equal(bits, reference), f"{layout} changed the bits"
         results.append((gflops(n, seconds), layout))
     return sorted(results, key=lambda r: -r[0])
-
-
-def _fits(nest, layout, machine) -> bool:
-    try:
-        check(nest, layout, machine)
-        return True
-    except Exception:  # noqa: BLE001 - a point this nest cannot take
-        return False
 
 
 def run(n: int, t: str, layout: Layout, contract: str, args):

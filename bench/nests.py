@@ -34,11 +34,10 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 import presk  # noqa: E402
-from presk.errors import RealizationError  # noqa: E402
-from presk.kernel.contraction import Layout, check, read_nest  # noqa: E402
-from presk.kernel.cost import Target, predict  # noqa: E402
+from presk.kernel.contraction import Layout, read_nest  # noqa: E402
+from presk.kernel.cost import Target  # noqa: E402
 from presk.kernel.machine import MACHINES  # noqa: E402
-from presk.kernel.planner import candidates, plan_entry  # noqa: E402
+from presk.kernel.planner import plan_entry, sweep_and_pick  # noqa: E402
 from presk.kernel.relayout import contraction_kernels  # noqa: E402
 from presk.timing import timed  # noqa: E402
 
@@ -98,14 +97,6 @@ def sweep_points(width: int, workers: int) -> list[Layout]:
     return out
 
 
-def _fits(nest, layout, machine) -> bool:
-    try:
-        check(nest, layout, machine)
-        return True
-    except RealizationError:
-        return False
-
-
 def run(name: str, t: str, layout: Layout, threads: int, repeat: int):
     """The output bytes and the fastest of `repeat` calls, in seconds."""
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
@@ -137,14 +128,9 @@ def main() -> int:
         for name in args.nests.split(","):
             kernels = core(name).lower(t).module.operation
             nest, _ = read_nest(next(iter(contraction_kernels(kernels).values())))
-            points = [
-                p
-                for p in sweep_points(target.vector_bytes // element, args.threads)
-                if _fits(nest, p, t)
-            ]
-            pick = min(candidates(nest, t, target), key=lambda p: predict(nest, p, element, target))
-            if pick not in points:
-                points.append(pick)
+            points, pick = sweep_and_pick(
+                nest, t, target, sweep_points(target.vector_bytes // element, args.threads)
+            )
             reference, results = None, []
             for layout in points:
                 bits, seconds = run(name, t, layout, args.threads, args.repeat)

@@ -35,7 +35,7 @@ from presk.kernel.cost import Target, _conflicts, predict
 from presk.kernel.epilogue import fold_epilogues
 from presk.kernel.machine import MACHINES
 from presk.kernel.nests import Contraction
-from presk.kernel.planner import candidates, choose
+from presk.kernel.planner import choose, sweep_and_pick
 from presk.kernel.relayout import layout_kernels, relayout
 from presk.runtime.values import leaves
 from presk.toolchain import default_threads, vector_bytes, vector_widths
@@ -283,7 +283,7 @@ DOT_VJP_R = _nest((K0, K1, O0), (K0, K1, O1), (4, 256), (384, 1536))
 
 
 def _pick(nest: Nest, target: Target) -> Layout:
-    return min(candidates(nest, "f32", target), key=lambda p: predict(nest, p, 4, target))
+    return sweep_and_pick(nest, "f32", target, [])[1]
 
 
 @pytest.mark.parametrize(

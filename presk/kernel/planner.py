@@ -96,6 +96,17 @@ def candidates(
     return out
 
 
+def sweep_and_pick(
+    nest: Nest, machine: str, target: Target, points: list[Layout]
+) -> tuple[list[Layout], Layout]:
+    """For a benchmark's sweep: the `points` the nest takes, with the model's pick among
+    every point of the space appended where the sweep lacks it; and that pick."""
+    element = MACHINES[machine].arith.itemsize
+    pick = min(candidates(nest, machine, target), key=lambda p: predict(nest, p, element, target))
+    taken = [p for p in points if _takes(nest, p, machine)]
+    return taken + ([pick] if pick not in taken else []), pick
+
+
 def _takes(nest: Nest, layout: Layout, machine: str) -> bool:
     try:
         check(nest, layout, machine)
