@@ -27,6 +27,7 @@ from presk.passes import Pass
 
 from presk.ir.ops import python_value, walk_ops
 from presk.kernel.builder import buffer_parts
+from presk.kernel.functions import IMPL, expand
 from presk.kernel.loops import (
     PARALLEL,
     constant_bounds,
@@ -81,6 +82,9 @@ def _lower(f: ir.Operation, block: ir.Block) -> None:
                 _store(op)
             elif op.name == "psk_kernel.scratch":
                 _scratch(op, block)
+            elif IMPL in op.attributes:  # presk's own function, in arith ops
+                fn = ir.StringAttr(op.attributes["fn"]).value
+                op.result.replace_all_uses_with(expand(fn, op.operands[0]))
             else:
                 fn = ir.StringAttr(op.attributes["fn"]).value
                 new = ir.Operation.create(

@@ -7,6 +7,7 @@
      "accum":   {"Linear.apply/%0": "f32"},              a sum's type, by site
      "order":   {"Linear.apply/%0": "interleaved(4)"},   a contraction's order of its sum
      "contract": "fma",                                  a contraction's a·b + acc fused
+     "functions": "presk",                               presk's exp and erf, not libm's
      "envelope": {...},                                  kept for the precision work
      "params":  {"head": "bf16"},                        a parameter's type, by path
      "quant":   {"blocks.ff.up.w": {"bits": 8, "over": "Out", "scheme": "absmax"}}}
@@ -60,11 +61,20 @@ class Realization:
     spelling: str = ""  # as the user wrote it: "f32", "@R.json"
     # "fma" or "none" by site, "default" for every contraction no other key names
     contract: dict[str, str] = field(default_factory=dict)
+    # whose exp and erf the f32 and bf16 kernels compute: the C library's, or presk's own
+    # (presk/kernel/functions.py), which run in vector lanes and give other bits
+    functions: str = "libm"
 
     @property
     def uniform(self) -> bool:
         return not (
-            self.storage or self.accum or self.order or self.params or self.quant or self.contract
+            self.storage
+            or self.accum
+            or self.order
+            or self.params
+            or self.quant
+            or self.contract
+            or self.functions != "libm"
         )
 
     @property
@@ -142,6 +152,7 @@ def read(arg: str) -> Realization:
         quant,
         arg,
         _contract(record.get("contract", {})),
+        record.get("functions", "libm"),
     )
 
 

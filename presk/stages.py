@@ -101,8 +101,10 @@ def _lowering(r) -> list[str]:
 
 def _layouts(r, plan: str | None) -> list[str]:
     """A psk-contract for the realization's contract default and each site it names, a
-    psk-sum-order for each site it orders, then the plan's psk-plan."""
+    psk-functions if it asks for presk's exp and erf, a psk-sum-order for each site it
+    orders, then the plan's psk-plan."""
     steps = ["psk-contract{contract=fma}"] if r.contract.get("default") == "fma" else []
+    steps += ["psk-functions{impl=presk}"] if r.functions == "presk" else []
     steps += [
         f"psk-contract{{nest={_option(site)} contract={c}}}"
         for site, c in sorted(r.contract_sites.items())

@@ -189,7 +189,7 @@ def realization_record(realization: realizations.Realization) -> dict:
     `f32` and a file saying {"default": "f32"} are one setup and an edited file is not."""
     record = asdict(realization)
     del record["spelling"]
-    return {k: v for k, v in record.items() if v}
+    return {k: v for k, v in record.items() if v and (k, v) != ("functions", "libm")}
 
 
 def planned_steps(args, data: Windows | None, core) -> int | None:

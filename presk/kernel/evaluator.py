@@ -24,7 +24,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from mlir import ir
 
+from presk.kernel import functions
 from presk.kernel.builder import buffer_parts
+from presk.kernel.functions import IMPL
 from presk.kernel.machine import ELEMENTS
 from presk.kernel.weights import quant_inputs
 
@@ -130,6 +132,7 @@ def read_kernel(f) -> Kernel:
                 k.attrs["predicate"] = ir.IntegerAttr(op.attributes["predicate"]).value
             elif op.name == "psk_kernel.call":
                 k.attrs["fn"] = ir.StringAttr(op.attributes["fn"]).value
+                k.attrs["presk"] = IMPL in op.attributes
             elif op.name in ("psk_kernel.load", "arith.sitofp", "arith.extui", "arith.index_cast"):
                 k.attrs["type"] = str(op.results[0].type)
                 k.attrs["lanes"] = _lanes(op.results[0].type)
@@ -223,6 +226,8 @@ class _Run:
                 env[r] = np.sqrt(a[0], dtype=arith)
             elif name == "math.absf":
                 env[r] = np.abs(a[0]).astype(arith)
+            elif name == "psk_kernel.call" and op.attrs["presk"]:
+                env[r] = functions.evaluate(op.attrs["fn"], a[0])
             elif name == "psk_kernel.call":
                 env[r] = _apply_libm(op.attrs["fn"], a, arith)
             elif name == "math.fma":

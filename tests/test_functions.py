@@ -1,0 +1,136 @@
+"""presk's own exp and erf (`"functions": "presk"`, presk/kernel/functions.py): within an
+ulp of the exact function, and the same bits on the kernel evaluator and natively, in
+vector lanes of every width this machine runs and in the scalar loop after them; only
+elementwise calls of f32 and bf16 kernels take them; the C export refuses them."""
+
+from __future__ import annotations
+
+import json
+
+import mpmath
+import numpy as np
+import pytest
+from conftest import assert_user_error, run_tool
+
+import presk
+from presk import backends, stages
+from presk.backends.host import CallContext
+from presk.backends.mlir import MlirBackend
+from presk.core.program import read_host_program
+from presk.kernel.functions import evaluate
+from presk.kernel.machine import MACHINES
+from presk.prims.exact import to_float64
+from presk.realize import Realization
+from presk.runtime.inputs import arguments
+from presk.runtime.values import Tensor, leaves
+from presk.toolchain import default_threads, vector_widths
+from tests.conformance.suite import BANDS, EXAMPLES, inputs, module_of, reference
+
+SPECIAL = [0.0, -0.0, np.inf, -np.inf, np.nan, 88.72, 88.73, -87.3, -103.9, -104.5, 3.92, -4.5]
+PROGRAM = """
+dim N
+fn elementwise(x : ℝ[N]) -> ℝ[N] {
+  exp(x) * erf(x)
+}
+fn in_a_sum(x : ℝ[N]) -> ℝ[N] {
+  softmax[N](x)
+}
+"""
+
+
+def _ordered(a: np.ndarray) -> np.ndarray:
+    """f32 bits as integers in the order of the values (-0 and +0 one apart)."""
+    i = a.astype(np.float32).view(np.int32).astype(np.int64)
+    return np.where(i < 0, -(i & 0x7FFFFFFF) - 1, i)
+
+
+@pytest.mark.parametrize(
+    ("fn", "lo", "hi", "exact", "ulps"),
+    [("exp", -105, 90, mpmath.exp, 0), ("erf", -5, 5, mpmath.erf, 1)],
+)
+def test_within_an_ulp_of_the_exact_function(fn, lo, hi, exact, ulps):
+    """exp was correctly rounded at every point sampled, erf within one ulp."""
+    rng = np.random.default_rng(7)
+    x = np.concatenate([rng.uniform(lo, hi, 3000), rng.standard_normal(1000) * 1e-3])
+    x = x.astype(np.float32)
+    with mpmath.workdps(30):
+        want = np.array([float(exact(mpmath.mpf(float(v)))) for v in x])
+    with np.errstate(over="ignore"):
+        want = want.astype(np.float32)
+    got = evaluate(fn, x)
+    assert np.max(np.abs(_ordered(got) - _ordered(want))) <= ulps
+
+
+def test_special_values():
+    x = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 89.0, -104.0], np.float32)
+    e, f = evaluate("exp", x), evaluate("erf", x)
+    assert np.array_equal(e[[0, 1, 2, 3, 5, 6]], np.float32([1, 1, np.inf, 0, np.inf, 0]))
+    assert np.isnan(e[4]) and np.isnan(f[4])
+    assert np.array_equal(f[[0, 1, 2, 3]], np.float32([0, -0.0, 1, -1]))
+    assert np.signbit(f[1]) and not np.signbit(f[0])
+
+
+def _realization(tmp_path, machine: str) -> str:
+    path = tmp_path / f"{machine}.json"
+    path.write_text(json.dumps({"default": machine, "functions": "presk"}))
+    return f"@{path}"
+
+
+@pytest.mark.parametrize("machine", ["f32", "bf16"])
+def test_the_evaluator_and_native_code_agree_bit_for_bit(tmp_path, machine):
+    rng = np.random.default_rng(3)
+    x = np.concatenate([rng.uniform(-110, 95, 600), rng.standard_normal(300), SPECIAL])
+    core = presk.load(PROGRAM).elaborate("elementwise", dims={"N": len(x)})
+    realize = _realization(tmp_path, machine)
+    want = np.asarray(core.lower(realize).compile("kernel")(x).data)
+    for width in vector_widths():  # the lanes of each width and the scalar loop after them
+        got = _native(core, realize, machine, width, x)
+        assert np.array_equal(got.view(np.uint8), want.view(np.uint8)), width
+    assert 'psk_kernel.impl = "presk"' in str(core.lower(realize).module)  # the mark took
+
+
+def _native(core, realize: str, machine: str, width: int, x: np.ndarray) -> np.ndarray:
+    """The entry's output run natively with vectors of `width` bytes."""
+    module = core.lower(realize).module
+    program = read_host_program(module)
+    stages.affine(module, width)
+    backend = MlirBackend(program, module, MACHINES[machine], threads=default_threads())
+    (arg,) = arguments(core.view, 0, None)
+    out = backend.call([Tensor(arg.type, x)], CallContext()).data
+    return np.asarray(out).astype(np.float64)  # as the API returns it
+
+
+def test_a_sum_keeps_the_c_librarys_exp(tmp_path):
+    """A call in a loop carrying a value (the softmax's sum of exponentials) stays libm's:
+    the same bits as without the field."""
+    x = np.random.default_rng(5).uniform(-3, 3, 37)
+    core = presk.load(PROGRAM).elaborate("in_a_sum", dims={"N": len(x)})
+    realize = _realization(tmp_path, "f32")
+    assert "psk_kernel.impl" not in str(core.lower(realize).module)
+    ours = np.atleast_1d(core.lower(realize).compile("mlir")(x).data)
+    libm = np.atleast_1d(core.lower("f32").compile("mlir")(x).data)
+    assert np.array_equal(ours.view(np.uint8), libm.view(np.uint8))
+
+
+def test_the_c_export_refuses_them(tmp_path):
+    src = tmp_path / "f.psk"
+    src.write_text(PROGRAM)
+    proc = run_tool(
+        "presk", "export", str(src), "--entry", "elementwise", "--dim", "N=8",
+        "--realize", _realization(tmp_path, "f32"), "--target", "c", "--out", str(tmp_path / "c"),
+    )  # fmt: skip
+    assert "functions" in assert_user_error(proc, "E0001")
+
+
+@pytest.mark.parametrize("machine", ["f32", "bf16"])
+@pytest.mark.parametrize("entry", ["MiniGPT.apply (tiny)", "loss_grad through a stacked module"])
+def test_a_model_stays_within_its_band_of_the_exact_reference(machine, entry):
+    """The tiny MiniGPT's logits and gradient (gelu's erf and exp, and their derivatives',
+    in presk's own) natively within the conformance band of the 256-bit reference."""
+    case = next(c for c in EXAMPLES if c.name == entry)
+    realize = Realization(machine, functions="presk", spelling="presk functions")
+    out = backends.make("mlir", module_of(case), realize=realize).call(inputs(case), CallContext())
+    eps, a = BANDS[machine]
+    for (_, x), (_, y) in zip(leaves(reference(case)), leaves(out), strict=True):
+        exact, got = to_float64(x.data), np.asarray(y.data).astype(np.float64)
+        assert np.all(np.abs(exact - got) <= eps * (np.abs(exact) + a))
