@@ -134,3 +134,12 @@ def test_a_model_stays_within_its_band_of_the_exact_reference(machine, entry):
     for (_, x), (_, y) in zip(leaves(reference(case)), leaves(out), strict=True):
         exact, got = to_float64(x.data), np.asarray(y.data).astype(np.float64)
         assert np.all(np.abs(exact - got) <= eps * (np.abs(exact) + a))
+
+
+def test_the_kernel_dump_names_them(tmp_path):
+    src = tmp_path / "f.psk"
+    src.write_text(PROGRAM)
+    args = ["dump", str(src), "--entry", "elementwise", "--dim", "N=8", "--stage", "kernel"]
+    ours = run_tool("presk", *args, "--realize", _realization(tmp_path, "f32"))
+    assert "presk.exp(" in ours.stdout and "presk.erf(" in ours.stdout, ours.stdout
+    assert "presk.exp(" not in run_tool("presk", *args, "--realize", "f32").stdout

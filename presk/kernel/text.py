@@ -9,7 +9,8 @@ Buffers are `%0, %1, …` (the output last), scratch buffers `p0, p1, …`, loop
 `i0, i1, …` in order of appearance, values carried by a loop `a0, a1, …`, and values used
 more than once, or in a loop nested deeper than where they are computed, `s0, s1, …`;
 every other value is written inline where it is used. A vector of n lanes reads or
-writes `x[i, j..j+n]`.
+writes `x[i, j..j+n]`. A call of presk's own exp or erf (`"functions": "presk"`) is
+`presk.exp(…)`, the C library's `exp(…)`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import math
 
 from mlir import ir
 
+from presk.kernel.functions import IMPL
 from presk.kernel.machine import buffer_tensor
 
 _BINARY = {
@@ -104,8 +106,9 @@ class _Printer:
             return f"sqrt({a[0]})"
         if name == "math.absf":
             return f"abs({a[0]})"
-        if name == "psk_kernel.call":
-            return f"{op.attributes['fn'].value}({', '.join(a)})"
+        if name == "psk_kernel.call":  # presk's own function (a realization's) named so
+            fn = op.attributes["fn"].value
+            return f"{'presk.' if IMPL in op.attributes else ''}{fn}({', '.join(a)})"
         if name == "psk_kernel.load":
             return f"{a[0]}[{_indices(a[1:], op.results[0].type)}]"
         raise AssertionError(f"no text for {name}")
