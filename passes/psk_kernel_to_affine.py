@@ -82,15 +82,16 @@ def _lower(f: ir.Operation, block: ir.Block) -> None:
                 _store(op)
             elif op.name == "psk_kernel.scratch":
                 _scratch(op, block)
-            elif IMPL in op.attributes:  # presk's own function, in arith ops
-                fn = ir.StringAttr(op.attributes["fn"]).value
-                op.result.replace_all_uses_with(expand(fn, op.operands[0]))
             else:
                 fn = ir.StringAttr(op.attributes["fn"]).value
-                new = ir.Operation.create(
-                    MATH[fn], results=[op.result.type], operands=list(op.operands)
-                )
-                op.result.replace_all_uses_with(new.result)
+                if IMPL in op.attributes:  # presk's own function, in arith ops
+                    result = expand(fn, op.operands[0])
+                else:
+                    operands = list(op.operands)
+                    result = ir.Operation.create(
+                        MATH[fn], results=[op.result.type], operands=operands
+                    ).result
+                op.result.replace_all_uses_with(result)
         op.erase()
     _erase_unused_index_arith(f)
     f.attributes["psk_kernel.split"] = _i64(_split(f, block, lo, hi))

@@ -26,7 +26,6 @@ from mlir import ir
 
 from presk.kernel import functions
 from presk.kernel.builder import buffer_parts
-from presk.kernel.functions import IMPL
 from presk.kernel.machine import ELEMENTS
 from presk.kernel.weights import quant_inputs
 
@@ -132,7 +131,7 @@ def read_kernel(f) -> Kernel:
                 k.attrs["predicate"] = ir.IntegerAttr(op.attributes["predicate"]).value
             elif op.name == "psk_kernel.call":
                 k.attrs["fn"] = ir.StringAttr(op.attributes["fn"]).value
-                k.attrs["presk"] = IMPL in op.attributes
+                k.attrs["presk"] = functions.IMPL in op.attributes
             elif op.name in ("psk_kernel.load", "arith.sitofp", "arith.extui", "arith.index_cast"):
                 k.attrs["type"] = str(op.results[0].type)
                 k.attrs["lanes"] = _lanes(op.results[0].type)

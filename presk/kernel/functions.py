@@ -3,7 +3,7 @@
 The C library's `expf` and `erff` are a call an element, which no loop can put in vector
 lanes. These are written once as a sequence of IEEE operations in f64 (the f32 argument
 widened exactly, the result rounded once to f32), with no fused multiply-add, so that the
-kernel evaluator (numpy, `exp_f32`, `erf_f32`) and native code (the same operations as
+kernel evaluator (numpy, `evaluate`) and native code (the same operations as
 `arith` ops, `expand`, in as many lanes as the loop has) give the same bits on every
 machine. Their error against the exact function is under 10⁻¹² relative before the final
 rounding, so the f32 result is the correctly rounded one but where the exact value lies
@@ -23,18 +23,20 @@ and -0 follow x; a NaN propagates.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from mlir import ir
 from mlir.dialects import arith
 
 FUNCTIONS = ("exp", "erf")  # the calls "functions": "presk" replaces
-IMPL = "psk_kernel.impl"  # the attribute that marks a call (and the math op it becomes)
+IMPL = "psk_kernel.impl"  # the attribute that marks a call as presk's
 
 _LOG2E = 1.4426950408889634
 _LN2 = 0.6931471805599453
 _SHIFTER = 6755399441055744.0  # 1.5·2⁵²: x + it − it is x rounded to an integer
 _EXP_LO, _EXP_HI = -104.0, 89.0
-_TAYLOR = tuple(1.0 / float(np.prod(np.arange(1, n + 1, dtype=np.float64))) for n in range(12))
+_TAYLOR = tuple(1.0 / math.factorial(n) for n in range(12))
 _ERF_BOUND = 4.0
 _ERF_CHEBYSHEV = (
     0.4859129569028632,
@@ -173,8 +175,8 @@ def _erf(o, x32):
     b1, b2 = o.const(0.0), o.const(0.0)
     for c in reversed(_ERF_CHEBYSHEV[1:]):
         b1, b2 = o.add(o.sub(o.mul(u2, b1), b2), o.const(c)), b1
-    half_u = o.mul(u2, o.const(0.5))
-    f = o.add(o.sub(o.mul(half_u, b1), b2), o.const(_ERF_CHEBYSHEV[0]))
+    u = o.mul(u2, o.const(0.5))
+    f = o.add(o.sub(o.mul(u, b1), b2), o.const(_ERF_CHEBYSHEV[0]))
     return o.narrow(o.mul(x, f))
 
 
