@@ -49,7 +49,7 @@ def test_a_corrupted_replay_library_in_the_cache_is_rebuilt_not_run(tmp_path):
     assert replay.load(compiler).buffers == 32
     (lib,) = compiler.directory.glob("replay/*/*.so")
     entry = Entry(lib.parent.parent, lib.stem, ".c")
-    assert entry.holds(replay.SOURCE.read_text())
+    assert entry.holds(replay.source_text())
     built = lib.read_bytes()
     source = tmp_path / "impostor.c"
     source.write_text(IMPOSTOR)
@@ -57,10 +57,10 @@ def test_a_corrupted_replay_library_in_the_cache_is_rebuilt_not_run(tmp_path):
     subprocess.run([cc, *replay.FLAGS, "-o", lib, source], check=True)
     assert lib.read_bytes() != built
     assert replay.load(compiler).buffers == 32, "the impostor was run"
-    assert entry.holds(replay.SOURCE.read_text()), "the entry was rewritten"
+    assert entry.holds(replay.source_text()), "the entry was rewritten"
     lib.write_bytes(built[: len(built) // 2])  # truncated
     assert replay.load(compiler).buffers == 32
-    assert entry.holds(replay.SOURCE.read_text())
+    assert entry.holds(replay.source_text())
 
 
 def test_without_a_c_compiler_the_runtime_is_refused_with_e0004(tmp_path, monkeypatch):

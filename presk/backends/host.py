@@ -41,8 +41,12 @@ class Draw:
     kind: str | None
     where: str
 
+    @property
+    def path(self) -> str:
+        return f"{self.kind}/{self.ctx.step}{self.where}"
+
     def __call__(self):
-        return rng.generator(self.ctx.seed, f"{self.kind}/{self.ctx.step}{self.where}")
+        return rng.generator(self.ctx.seed, self.path)
 
 
 Apply = Callable[[Op, list[Value], CallContext, Callable[[], object]], Tensor]

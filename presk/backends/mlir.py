@@ -45,6 +45,9 @@ from presk.realize import Realization
 # Below this many scalar operations a launch runs on one thread: handing pieces to the
 # workers costs tens of microseconds.
 SPLIT_WORK = 1 << 17
+# A dropout draw's cost in scalar operations: a fourth of a Philox block's 20 multiplies
+# and 40 other operations, for splitting it as a kernel is.
+DRAW_WORK = 16
 
 
 @dataclass
@@ -207,6 +210,16 @@ class MlirBackend:
         else:
             return None
         return workers if workers.threads > 1 else None
+
+    def dropout_keep(self, elements: int) -> Compiled:
+        """The replay runtime's dropout draw (presk/backends/draws.c) as a kernel of two
+        buffers, the key and the mask, split over `elements` as a kernel's loop is."""
+        fn = replay_for(self.compiler).dropout_keep
+        native = Native(fn, 0.0, True, None, "presk_dropout_keep")
+        work = elements * DRAW_WORK
+        return Compiled(
+            "draws.dropout_keep", "dropout_keep", ["u64", "i8"], 0, elements, work, 0, native, {}
+        )
 
     def in_segment(self, kernel: Compiled) -> bool:
         """Whether a launch of `kernel` may run in a segment: with no more buffers than the

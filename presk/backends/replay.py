@@ -1,6 +1,7 @@
 """Many launches in one native call: a schedule's segments replayed in C.
 
-`replay.c` (beside this module) is a small C runtime: `presk_replay(steps, n, regions)`
+`replay.c` (beside this module) is a small C runtime, with `draws.c` (dropout's keep
+mask, a step a segment runs as it runs a kernel's): `presk_replay(steps, n, regions)`
 calls each step's kernel in order on the addresses its (region, offset) pairs name, with
 its `lo, hi`; a step's `pieces`, when more than one, run on a pool of native worker
 threads (started on first need, living for the process) and the calling thread. It is
@@ -21,7 +22,8 @@ from pathlib import Path
 from presk.backends.native import Compiler, Entry, c_compiler, cached_library
 from presk.errors import ToolchainError
 
-SOURCE = Path(__file__).with_name("replay.c")
+# the runtime's C sources: the replay and its pool, and dropout's draws (draws.c)
+SOURCES = [Path(__file__).with_name("replay.c"), Path(__file__).with_name("draws.c")]
 FLAGS = ["-O2", "-shared", "-fPIC", "-pthread"]
 
 
@@ -51,6 +53,15 @@ class Replay:
         self.timed = library.presk_replay_timed
         self.timed.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
         self.timed.restype = None
+        # a kernel's signature: (key, mask, lo, hi), as a launch made from Python calls it
+        self.dropout_keep = library.presk_dropout_keep
+        self.dropout_keep.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_void_p,
+            ctypes.c_int64,
+            ctypes.c_int64,
+        ]
+        self.dropout_keep.restype = None
 
 
 class Segment:
@@ -98,7 +109,7 @@ def replay_for(compiler: Compiler) -> Replay:
 
 def load(compiler: Compiler) -> Replay:
     """The runtime from `compiler`'s cache, verified, else built and stored there."""
-    source = SOURCE.read_text()
+    source = source_text()
     cc = c_compiler()
     key = hashlib.blake2b(
         "\n".join([_identity(cc), *FLAGS, source]).encode(), digest_size=16
@@ -115,6 +126,11 @@ def load(compiler: Compiler) -> Replay:
     return Replay(library)
 
 
+def source_text() -> str:
+    """The runtime's sources, as the cache holds them beside its library."""
+    return "".join(path.read_text() for path in SOURCES)
+
+
 def _identity(cc: str) -> str:
     """The compiler's path and its own account of its version."""
     said = subprocess.run([cc, "--version"], capture_output=True, text=True)
@@ -122,7 +138,7 @@ def _identity(cc: str) -> str:
 
 
 def _build(cc: str, so: Path) -> None:
-    made = subprocess.run([cc, *FLAGS, "-o", so, SOURCE], capture_output=True, text=True)
+    made = subprocess.run([cc, *FLAGS, "-o", so, *SOURCES], capture_output=True, text=True)
     if made.returncode != 0:
         said = (made.stderr.strip().splitlines() or [f"exit status {made.returncode}"])[-1]
         raise ToolchainError(f"{cc} could not build the replay runtime: {said}")

@@ -37,9 +37,11 @@ from presk.ir.types import RecordType, TensorType, TupleType
 from presk.kernel.machine import ELEMENTS, storage_of, to_storage
 from presk.kernel.weights import Weights
 from presk.quantize import Quantized, realized_elements, takes_parameters
+from presk.runtime import rng
 from presk.runtime.values import Tensor, Value, build
 
 KEPT_ARENAS = 2  # a training loop's step reads the last step's result: two alternate
+WORD = (1 << 64) - 1  # a Philox key's low word
 ALIGN = 64  # bytes: every buffer of the arena starts on a cache line
 ARENA = 0  # region 0 is the arena; the arguments' leaves follow, then the constants
 
@@ -286,13 +288,24 @@ class Schedule:
         return Tensor(plan.type, bufs[-1])
 
     def _mask(self, op, plan: LaunchPlan, draw: Draw) -> Buf:
-        """Dropout's keep mask, drawn each call with the call's seed and step."""
+        """Dropout's keep mask, drawn each call with the call's seed and step: the
+        generator's key and the rate written by a step run first (they depend on the call,
+        not on data), the draws made in C by a launch of the replay runtime's
+        `dropout_keep`, numpy's bits (`plan.keep`) in the segment's run."""
         mask = self._alloc(plan.type.shape, np.int8)
+        key = self._alloc((3,), np.uint64)
+        rate = np.float64(plan.rate).view(np.uint64)
 
-        def draw_mask(arrays, ctx):
-            view(mask, arrays)[...] = plan.keep(Draw(ctx, draw.kind, draw.where)())
+        def write_key(arrays, ctx):
+            k = rng.key(ctx.seed, Draw(ctx, draw.kind, draw.where).path)
+            view(key, arrays)[...] = (k & WORD, k >> 64, rate)
 
-        self._host_step(op, draw_mask, "host: dropout mask")
+        self._host_step(op, write_key, "host: dropout key", first=True)
+        keep = self.backend.dropout_keep(math.prod(mask.shape))
+        buffers = [(key.region, key.offset), (mask.region, mask.offset)]
+        self._add(self.backend.launch_step(keep, buffers), Launch(op.site, keep, buffers))
+        self.launches += 1
+        self.unfused += 1
         return mask
 
     # ---- replay ----

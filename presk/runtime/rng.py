@@ -13,10 +13,14 @@ import hashlib
 import numpy as np
 
 
-def generator(seed: int, path: str) -> np.random.Generator:
+def key(seed: int, path: str) -> int:
+    """The 128-bit Philox key of the stream (seed, path)."""
     digest = hashlib.blake2b(f"presk\0{seed}\0{path}".encode(), digest_size=16).digest()
-    key = int.from_bytes(digest, "little")
-    return np.random.Generator(np.random.Philox(key=key))
+    return int.from_bytes(digest, "little")
+
+
+def generator(seed: int, path: str) -> np.random.Generator:
+    return np.random.Generator(np.random.Philox(key=key(seed, path)))
 
 
 def normal(seed: int, path: str, shape: tuple[int, ...]) -> np.ndarray:
