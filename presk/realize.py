@@ -7,7 +7,7 @@
      "accum":   {"Linear.apply/%0": "f32"},              a sum's type, by site
      "order":   {"Linear.apply/%0": "interleaved(4)"},   a contraction's order of its sum
      "contract": "fma",                                  a contraction's a·b + acc fused
-     "functions": "presk",                               presk's exp and erf, not libm's
+     "functions": "libm",                                the C library's exp and erf
      "envelope": {...},                                  kept for the precision work
      "params":  {"head": "bf16"},                        a parameter's type, by path
      "quant":   {"blocks.ff.up.w": {"bits": 8, "over": "Out", "scheme": "absmax"}}}
@@ -61,9 +61,9 @@ class Realization:
     spelling: str = ""  # as the user wrote it: "f32", "@R.json"
     # "fma" or "none" by site, "default" for every contraction no other key names
     contract: dict[str, str] = field(default_factory=dict)
-    # whose exp and erf the f32 and bf16 kernels compute: the C library's, or presk's own
-    # (presk/kernel/functions.py), which run in vector lanes and give other bits
-    functions: str = "libm"
+    # whose exp and erf the f32 and bf16 kernels compute: presk's own (presk/kernel/
+    # functions.py), the same bits on every machine and in vector lanes, or the C library's
+    functions: str = "presk"
 
     @property
     def uniform(self) -> bool:
@@ -74,7 +74,7 @@ class Realization:
             or self.params
             or self.quant
             or self.contract
-            or self.functions != "libm"
+            or self.functions != "presk"
         )
 
     @property
@@ -132,6 +132,8 @@ def read(arg: str) -> Realization:
         header = os.path.join(path, "header.json")
         meta = read_json(header, _RECORDED, "E9002", PSKD_HEADER_BYTES, PSKD_HEADER_DEPTH)
         record = meta["meta"].get("realize", {})
+        # recorded before presk's own became the default, a run computed the C library's
+        record = {"functions": "libm"} | record
     else:
         record = read_json(path, REALIZATION)
     quant = {
@@ -152,7 +154,7 @@ def read(arg: str) -> Realization:
         quant,
         arg,
         _contract(record.get("contract", {})),
-        record.get("functions", "libm"),
+        record.get("functions", "presk"),
     )
 
 

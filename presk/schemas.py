@@ -68,7 +68,7 @@ _ORDER = {
     "numbers from 1 (at most 9 digits)",
 }
 _CONTRACTIONS = ("fma", "none")
-FUNCTION_IMPLS = ("libm", "presk")  # whose exp and erf an f32 kernel calls
+FUNCTION_IMPLS = ("presk", "libm")  # whose exp and erf an f32 kernel calls
 # every contraction's ("fma"), or by site with "default" for the sites not named
 _CONTRACT = {
     "anyOf": [
@@ -111,8 +111,8 @@ REALIZATION = _object(
         "contract": _CONTRACT,
         "functions": {
             "enum": list(FUNCTION_IMPLS),
-            "description": '{field} is "libm" (the C library\'s exp and erf, the default) or '
-            '"presk" (presk\'s own, in vector lanes), not {value!r}',
+            "description": '{field} is "presk" (presk\'s own exp and erf, the default) or '
+            '"libm" (the C library\'s), not {value!r}',
         },
         "envelope": {"type": "object", "description": "{field} is an object, not {value}"},
         "params": _sites_to(_type(PARAM_TYPES), "parameter paths to types"),

@@ -101,10 +101,12 @@ def _lowering(r) -> list[str]:
 
 def _layouts(r, plan: str | None) -> list[str]:
     """A psk-contract for the realization's contract default and each site it names, a
-    psk-functions if it asks for presk's exp and erf, a psk-sum-order for each site it
-    orders, then the plan's psk-plan."""
+    psk-functions where presk's exp and erf may replace the C library's (an f32 or bf16
+    kernel, the default), a psk-sum-order for each site it orders, then the plan's
+    psk-plan."""
     steps = ["psk-contract{contract=fma}"] if r.contract.get("default") == "fma" else []
-    steps += ["psk-functions{impl=presk}"] if r.functions == "presk" else []
+    narrow = {r.default, *r.storage.values()} & {"f32", "bf16"}
+    steps += ["psk-functions{impl=presk}"] if r.functions == "presk" and narrow else []
     steps += [
         f"psk-contract{{nest={_option(site)} contract={c}}}"
         for site, c in sorted(r.contract_sites.items())

@@ -1,19 +1,22 @@
 """presk's own exp and erf (`"functions": "presk"`, presk/kernel/functions.py): within an
 ulp of the exact function, and the same bits on the kernel evaluator and natively, in
-vector lanes of every width this machine runs and in the scalar loop after them; only
-elementwise calls of f32 and bf16 kernels take them; the C export refuses them."""
+vector lanes of every width this machine runs and in the scalar loop after them, and in
+the C export; only elementwise calls of f32 and bf16 kernels take them, by default."""
 
 from __future__ import annotations
 
 import json
+import shutil
+import sys
+from pathlib import Path
 
 import mpmath
 import numpy as np
 import pytest
-from conftest import assert_user_error, run_tool
+from conftest import run_tool
 
 import presk
-from presk import backends, stages
+from presk import backends, realize, stages
 from presk.backends.host import CallContext
 from presk.backends.mlir import MlirBackend
 from presk.core.program import read_host_program
@@ -24,7 +27,19 @@ from presk.realize import Realization
 from presk.runtime.inputs import arguments
 from presk.runtime.values import Tensor, leaves
 from presk.toolchain import default_threads, vector_widths
-from tests.conformance.suite import BANDS, EXAMPLES, inputs, module_of, reference
+from tests.conformance.suite import (
+    BANDS,
+    EXAMPLES,
+    PRIMS,
+    Case,
+    core_of,
+    inputs,
+    module_of,
+    reference,
+)
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+import c_conformance  # noqa: E402
 
 SPECIAL = [0.0, -0.0, np.inf, -np.inf, np.nan, 88.72, 88.73, -87.3, -103.9, -104.5, 3.92, -4.5]
 PROGRAM = """
@@ -70,9 +85,9 @@ def test_special_values():
     assert np.signbit(f[1]) and not np.signbit(f[0])
 
 
-def _realization(tmp_path, machine: str) -> str:
-    path = tmp_path / f"{machine}.json"
-    path.write_text(json.dumps({"default": machine, "functions": "presk"}))
+def _realization(tmp_path, machine: str, functions: str = "presk") -> str:
+    path = tmp_path / f"{machine}.{functions}.json"
+    path.write_text(json.dumps({"default": machine, "functions": functions}))
     return f"@{path}"
 
 
@@ -102,24 +117,25 @@ def _native(core, realize: str, machine: str, width: int, x: np.ndarray) -> np.n
 
 def test_a_sum_keeps_the_c_librarys_exp(tmp_path):
     """A call in a loop carrying a value (the softmax's sum of exponentials) stays libm's:
-    the same bits as without the field."""
+    the same bits as `"functions": "libm"`."""
     x = np.random.default_rng(5).uniform(-3, 3, 37)
     core = presk.load(PROGRAM).elaborate("in_a_sum", dims={"N": len(x)})
     realize = _realization(tmp_path, "f32")
     assert "psk_kernel.impl" not in str(core.lower(realize).module)
     ours = np.atleast_1d(core.lower(realize).compile("mlir")(x).data)
-    libm = np.atleast_1d(core.lower("f32").compile("mlir")(x).data)
+    libm = np.atleast_1d(core.lower(_realization(tmp_path, "f32", "libm")).compile("mlir")(x).data)
     assert np.array_equal(ours.view(np.uint8), libm.view(np.uint8))
 
 
-def test_the_c_export_refuses_them(tmp_path):
-    src = tmp_path / "f.psk"
-    src.write_text(PROGRAM)
-    proc = run_tool(
-        "presk", "export", str(src), "--entry", "elementwise", "--dim", "N=8",
-        "--realize", _realization(tmp_path, "f32"), "--target", "c", "--out", str(tmp_path / "c"),
-    )  # fmt: skip
-    assert "functions" in assert_user_error(proc, "E0001")
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
+@pytest.mark.parametrize("machine", ["f32", "bf16"])
+@pytest.mark.parametrize("entry", ["exp_", "erf_", "gelu_"])
+def test_the_c_export_computes_their_bits(entry, machine, tmp_path):
+    """The default realization's (presk's own): written as arithmetic and bit casts before
+    EmitC, so the C gives the mlir backend's bits."""
+    case = Case(entry, PRIMS, entry, ("N=3", "M=4"))
+    assert 'psk_kernel.impl = "presk"' in str(core_of(case).lower(machine).module)
+    assert c_conformance.check(case, machine, tmp_path) == "same"
 
 
 @pytest.mark.parametrize("machine", ["f32", "bf16"])
@@ -142,4 +158,18 @@ def test_the_kernel_dump_names_them(tmp_path):
     args = ["dump", str(src), "--entry", "elementwise", "--dim", "N=8", "--stage", "kernel"]
     ours = run_tool("presk", *args, "--realize", _realization(tmp_path, "f32"))
     assert "presk.exp(" in ours.stdout and "presk.erf(" in ours.stdout, ours.stdout
-    assert "presk.exp(" not in run_tool("presk", *args, "--realize", "f32").stdout
+    assert "presk.exp(" in run_tool("presk", *args, "--realize", "f32").stdout, "the default"
+    libm = run_tool("presk", *args, "--realize", _realization(tmp_path, "f32", "libm")).stdout
+    assert "presk.exp(" not in libm and "(exp(" in libm, libm
+
+
+def test_a_checkpoint_recorded_before_the_default_reads_back_the_c_librarys(tmp_path):
+    """A record without the field was written when libm's were the default: a resumed run
+    computes what that run computed."""
+    ckpt = tmp_path / "old.psk.d"
+    ckpt.mkdir()
+    ours = {"default": "f32", "functions": "presk"}
+    for record, functions in [({"default": "f32"}, "libm"), (ours, "presk")]:
+        (ckpt / "header.json").write_text(json.dumps({"meta": {"realize": record}}))
+        assert realize.read(f"@{ckpt}").functions == functions
+    assert realize.read("f32").functions == "presk"

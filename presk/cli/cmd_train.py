@@ -186,10 +186,12 @@ def setup_of_run(args, meta: dict) -> None:
 
 def realization_record(realization: realizations.Realization) -> dict:
     """The realization as a checkpoint records it: its fields, empty ones left out, so
-    `f32` and a file saying {"default": "f32"} are one setup and an edited file is not."""
+    `f32` and a file saying {"default": "f32"} are one setup and an edited file is not.
+    `functions` is always there: a record without it was written when the C library's
+    were the default (`realize.read`)."""
     record = asdict(realization)
     del record["spelling"]
-    return {k: v for k, v in record.items() if v and (k, v) != ("functions", "libm")}
+    return {k: v for k, v in record.items() if v}
 
 
 def planned_steps(args, data: Windows | None, core) -> int | None:

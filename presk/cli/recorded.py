@@ -148,7 +148,9 @@ def _recorded(meta: dict, key: str, path: str) -> tuple[dict[str, int], dict[str
 
 def _spelling(record: dict, path: str) -> str:
     """The `--realize` that reads back the recorded realization: its machine type when
-    it is uniform, else the checkpoint itself (`@CKPT.psk.d`, presk/realize.py)."""
-    if set(record) <= {"default"}:
+    it is uniform (presk's own functions: a record without the field is older than
+    them, and meant the C library's), else the checkpoint itself (`@CKPT.psk.d`,
+    presk/realize.py)."""
+    if set(record) <= {"default", "functions"} and record.get("functions") == "presk":
         return record.get("default", "f64")
     return "@" + path

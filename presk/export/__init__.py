@@ -19,7 +19,6 @@ import numpy as np
 
 from presk import quantize
 from presk.backends.schedule import Schedule, flatten
-from presk.errors import UsageError
 from presk.export import files, host, kernels_c, trace
 from presk.fileio import write_atomic
 from presk.kernel.weights import Weights
@@ -78,11 +77,6 @@ def export_c(kernels, seed: int = 0, weights: str | None = None, params=None) ->
     """`kernels` (an api.Kernels) as a C program, its parameters `params` (a runtime
     value) if given, else initialised from `seed` or read from `weights` (a checkpoint or
     parameters file)."""
-    if kernels.realization.functions != "libm":
-        raise UsageError(
-            'the C export calls the C library\'s exp and erf: "functions": "presk" has no C '
-            "form yet"
-        )
     module = kernels_c.scalar_affine(_copy(kernels.module))
     schedule = trace.trace(module, kernels.realization)
     steps = trace.host_steps(schedule)
