@@ -115,16 +115,21 @@ def _native(core, realize: str, machine: str, width: int, x: np.ndarray) -> np.n
     return np.asarray(out).astype(np.float64)  # as the API returns it
 
 
-def test_a_sum_keeps_the_c_librarys_exp(tmp_path):
-    """A call in a loop carrying a value (the softmax's sum of exponentials) stays libm's:
-    the same bits as `"functions": "libm"`."""
-    x = np.random.default_rng(5).uniform(-3, 3, 37)
+def test_a_softmaxs_exps_are_ours_in_both_its_forms_with_one_set_of_bits():
+    """Every exp of a kernel is presk's, the sum's too, so the three-pass form (an exp in
+    the sum's loop, an element at a time) and the two-pass form the cost model picks (a
+    row's exps in a loop of their own, in lanes) give the same bits, the evaluator's."""
+    x = np.random.default_rng(5).uniform(-3, 3, 67)
     core = presk.load(PROGRAM).elaborate("in_a_sum", dims={"N": len(x)})
-    realize = _realization(tmp_path, "f32")
-    assert "psk_kernel.impl" not in str(core.lower(realize).module)
-    ours = np.atleast_1d(core.lower(realize).compile("mlir")(x).data)
-    libm = np.atleast_1d(core.lower(_realization(tmp_path, "f32", "libm")).compile("mlir")(x).data)
-    assert np.array_equal(ours.view(np.uint8), libm.view(np.uint8))
+    out = {}
+    for plan, form in [("default", "three-pass"), ("auto", "two-pass")]:
+        kernels = core.lower("f32", plan=plan)
+        text = str(kernels.module)
+        assert f'form = "{form}"' in text, plan
+        assert text.count('fn = "exp", psk_kernel.impl = "presk"') == text.count('fn = "exp"')
+        out[plan] = np.atleast_1d(kernels.compile("mlir")(x))
+    evaluated = np.atleast_1d(core.lower("f32").compile("kernel")(x))
+    assert np.array_equal(out["default"], out["auto"]) and np.array_equal(out["auto"], evaluated)
 
 
 @pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")

@@ -24,9 +24,12 @@ To the tiles' time it adds a k-block's stores and loads of the accumulators; a p
 copy (in vectors where the operand's elements are consecutive along the panel's), which
 every worker of a split makes for itself; and handing pieces to the workers.
 
-A softmax nest (`Rows`) is priced by its calls to the C library's exp, one an element
-and a pass in the three-pass form, one an element in the two-pass form, which pays
-instead for a scratch row (allocated and freed a row) and a store an element.
+A softmax nest (`Rows`) is priced by its exponentials: one an element and a pass in the
+three-pass form, one an element in the two-pass form, which pays instead for a scratch
+row (allocated and freed a row), a store and a load an element. An exp in the sum's loop
+runs an element at a time; one in a loop of its own (the two-pass form's, the output's)
+runs in f64 vector lanes if it is presk's own and the row is contiguous, else it is a
+call of the C library's an element.
 
 The constants are x86-64's, measured on znver1 (AVX2), znver4 and Intel's emeraldrapids
 (AVX-512); what differs between them is the `Target`'s (its vector width, registers,
@@ -57,7 +60,8 @@ STRIDE = 512  # bytes between b's rows beyond which an unpacked read misses
 STRIDED = 16.0  # cycles a k a tile reading such a b (measured at 1024³, docs/layouts.md)
 ROW = 5.0  # cycles a k waits for such a row that L2 holds, read beside another (znver4)
 SPLIT = 60_000.0  # cycles to hand a kernel to the workers and wait for them
-EXP = 20.0  # cycles a call of the C library's exp, an element (kernels keep every call)
+EXP = 20.0  # cycles an exp an element: the C library's call, or presk's own not in lanes
+PRESK_EXP = 22.0  # cycles presk's own exp on a vector of f64 lanes (45 operations, 2 a cycle)
 DIVIDE = 5.0  # cycles a vector division
 SCRATCH = 60.0  # cycles to allocate and free a softmax's scratch row
 GHZ = 2.5  # to show cycles as time
@@ -127,6 +131,7 @@ class Rows:
     n: int
     contiguous: bool
     masked: bool
+    presk: bool = False  # whether its exp is presk's own (psk-functions marked it)
 
 
 def predict(nest: Nest | Rows, layout: Layout, element: int, target: Target) -> float:
@@ -309,15 +314,17 @@ def _softmax(rows: Rows, layout: Layout, e: int, target: Target) -> float:
 
 def _softmax_row(rows: Rows, layout: Layout, e: int, target: Target) -> float:
     """One row: its maximum, the sum of its exponentials, then the output divided in
-    vectors; the three-pass form calls exp again for the output, the two-pass form keeps
-    each exponential in its scratch row instead."""
+    vectors; the three-pass form computes each exponential in the sum's loop and again for
+    the output, the two-pass form once, in a loop of its own into its scratch row."""
     n = rows.n
     read = LOAD * (2 if rows.masked else 1)  # an element, and its mask's
     vectors = math.ceil(n / (target.vector_bytes // e if rows.contiguous else 1))
-    total = n * (1 + read) + n * (EXP + read)  # the maximum, the sum
+    apart = PRESK_EXP / (target.vector_bytes // 8) if rows.presk and rows.contiguous else EXP
+    total = n * (1 + read)  # the maximum
     if layout.form == "two-pass":
-        return total + n * LOAD + vectors * (DIVIDE + 2 * LOAD) + SCRATCH
-    return total + n * (EXP + read) + vectors * (DIVIDE + LOAD)
+        total += n * (apart + read + LOAD) + n * (1 + LOAD)  # the exps kept, their sum
+        return total + vectors * (DIVIDE + 2 * LOAD) + SCRATCH
+    return total + n * (EXP + read) + n * (apart + read) + vectors * (DIVIDE + LOAD)
 
 
 def milliseconds(cycles: float) -> float:

@@ -29,6 +29,8 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import arith
 
+from presk.ir.ops import walk_ops
+
 FUNCTIONS = ("exp", "erf")  # the calls "functions": "presk" replaces
 IMPL = "psk_kernel.impl"  # the attribute that marks a call as presk's
 
@@ -181,6 +183,29 @@ def _erf(o, x32):
 
 
 _DEFINITIONS = {"exp": _exp, "erf": _erf}
+
+
+def calls(f: ir.Operation) -> list[ir.Operation]:
+    """Kernel `f`'s calls of exp and erf, the ones presk's own may compute."""
+    return [
+        c
+        for c in walk_ops(f, "psk_kernel.call")
+        if ir.StringAttr(c.attributes["fn"]).value in FUNCTIONS
+    ]
+
+
+def marked(f: ir.Operation) -> bool:
+    """Whether kernel `f` computes presk's own exp and erf."""
+    return any(IMPL in c.attributes for c in calls(f))
+
+
+def mark(f: ir.Operation, ours: bool) -> None:
+    """Make every exp and erf of kernel `f` presk's own (`ours`) or the C library's."""
+    for c in calls(f):
+        if ours:
+            c.attributes[IMPL] = ir.StringAttr.get("presk", f.context)
+        elif IMPL in c.attributes:
+            del c.attributes[IMPL]
 
 
 def evaluate(fn: str, x) -> np.ndarray:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 
 from presk.errors import RealizationError
 from presk.ir.ops import python_value, string_attr, walk_ops
+from presk.kernel import functions
 from presk.kernel.contraction import (
     ROW_FORMS,
     Layout,
@@ -57,7 +58,8 @@ def read_rows(f) -> Rows:
     x = buffers[0][1]
     axis = python_value(f.attributes["psk_kernel.rows"])["axis"]
     lead = tuple(a.size for i, a in enumerate(x.axes) if i != axis)
-    return Rows(lead, x.axes[axis].size, axis == x.rank - 1, len(buffers) == 3)
+    n, last = x.axes[axis].size, axis == x.rank - 1
+    return Rows(lead, n, last, len(buffers) == 3, functions.marked(f))
 
 
 def read_any(f) -> Nest | Rows:

@@ -17,6 +17,7 @@ from mlir import ir
 
 from presk.errors import RealizationError
 from presk.ir.ops import python_value, string_attr, walk_ops
+from presk.kernel import functions
 from presk.kernel.builder import KernelBuilder
 from presk.kernel.contraction import Epilogue, Layout, build, check, check_rows, read_nest
 from presk.kernel.machine import MACHINES
@@ -120,6 +121,7 @@ def rebuild(f: ir.Operation, change: Callable[[Layout], Layout]) -> None:
         axis = python_value(f.attributes["psk_kernel.rows"])["axis"]
         softmax_nest(kb, [t for _, t in buffers[:-1]], axis, layout.form)
         new = _finish(kb, f, layout)
+        functions.mark(new, functions.marked(f))  # whose exp, as psk-functions chose
     new.move_before(f)
     f.erase()
 

@@ -40,23 +40,29 @@ def row_max(kb, n, value, allowed=None):
     return accumulate(kb, [n], [start], step)[0]
 
 
+def kept_sum(kb, n, term):
+    """A row's terms computed in a loop of their own into a scratch row (whose iterations
+    run in vector lanes, presk's exp with them), then summed in increasing j: the scratch
+    and the sum. The same bits as summing each term as it is computed."""
+    kept = kb.scratch([n])
+    with kb.loop(n) as j:
+        kb.store(term(j), [j], kept)
+    s = accumulate(kb, [n], [kb.const("0")], lambda j, acc: [kb.add(acc[0], kb.load(kept, j))])
+    return kept, s[0]
+
+
 def row_max_and_exp_sum(kb, n, value):
-    """(m, Σ exp(x − m)) of a row, the sum in increasing j: what cross_entropy and its
-    derivative share."""
+    """(m, exp(x − m) kept in a scratch row, Σ exp(x − m)) of a row, the sum in increasing
+    j: what cross_entropy and its derivative share."""
     m = row_max(kb, n, value)
-    s = accumulate(
-        kb,
-        [n],
-        [kb.const("0")],
-        lambda j, acc: [kb.add(acc[0], kb.call("exp", kb.sub(value(j[0]), m)))],
-    )[0]
-    return m, s
+    kept, s = kept_sum(kb, n, lambda j: kb.call("exp", kb.sub(value(j), m)))
+    return m, kept, s
 
 
 def softmax_nest(kb, in_types: list[TensorType], axis: int, form: str) -> None:
     """softmax's nest in one of its forms, both exact: `three-pass` (the maximum, Σ exp(x −
     m), then exp(x − m) / s, the exponentials computed again) or `two-pass` (the maximum,
-    then each exp(x − m) computed once, kept in a scratch row while summed, and divided)."""
+    then each exp(x − m) computed once into a scratch row, summed, and divided)."""
     masked = len(in_types) == 2
     mask_t = in_types[1] if masked else None
 
@@ -74,14 +80,7 @@ def softmax_nest(kb, in_types: list[TensorType], axis: int, form: str) -> None:
             return kb.select(allowed(j), e, kb.const("0")) if masked else e
 
         if form == "two-pass":
-            kept = kb.scratch([n])
-
-            def step(j, acc):
-                e = term(j[0])
-                kb.store(e, [j[0]], kept)
-                return [kb.add(acc[0], e)]
-
-            s = accumulate(kb, [n], [kb.const("0")], step)[0]
+            kept, s = kept_sum(kb, n, term)
             with kb.loop(n) as j:
                 kb.store(kb.div(kb.load(kept, [j]), s), at(o, j))
             return

@@ -218,7 +218,7 @@ def _cross_entropy_kernel(kb, ap: Apply) -> None:
     # log Σ exp(x − m) − (x_t − m)
     def row(o, at, n):
         value = lambda j: kb.load(0, at(o, j))  # noqa: E731
-        m, s = row_max_and_exp_sum(kb, n, value)
+        m, _, s = row_max_and_exp_sum(kb, n, value)
         xt = value(kb.to_index(kb.load(1, o)))
         kb.store(kb.sub(kb.call("log", s), kb.sub(xt, m)), o)
 
@@ -229,11 +229,11 @@ def _ce_vjp_kernel(kb, ap: Apply) -> None:
     # (exp(x − m) / s − [j = t]) · ct
     def row(o, at, n):
         value = lambda j: kb.load(0, at(o, j))  # noqa: E731
-        m, s = row_max_and_exp_sum(kb, n, value)
+        m, kept, s = row_max_and_exp_sum(kb, n, value)
         t = kb.load(1, o)
         ct = kb.load(2, o)
         with kb.loop(n) as j:
-            p = kb.div(kb.call("exp", kb.sub(value(j), m)), s)
+            p = kb.div(kb.load(kept, [j]), s)
             d = kb.select(kb.icmp("eq", kb.to_i64(j), t), kb.sub(p, kb.const("1")), p)
             kb.store(kb.mul(d, ct), at(o, j))
 

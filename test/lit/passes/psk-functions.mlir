@@ -2,15 +2,15 @@
 // RUN: presk-opt %s --pass-pipeline='builtin.module(psk-functions{impl=presk},psk-functions{impl=libm})' | FileCheck %s --check-prefix=LIBM
 // RUN: not presk-opt %s --pass-pipeline='builtin.module(psk-functions{impl=glibc})' 2>&1 | FileCheck %s --check-prefix=BAD
 
-// An elementwise exp and erf in an f32 kernel become presk's own; an exp inside a sum
-// (a loop carrying a value) and every call of an f64 kernel stay the C library's.
+// Every exp and erf of an f32 kernel becomes presk's own, one inside a sum (a loop
+// carrying a value) too; log, and every call of an f64 kernel, stay the C library's.
 
 // CHECK-LABEL: func.func @k0.gelu(
 // CHECK:         "psk_kernel.call"(%{{.*}}) {fn = "exp", psk_kernel.impl = "presk"}
 // CHECK:         "psk_kernel.call"(%{{.*}}) {fn = "erf", psk_kernel.impl = "presk"}
 // CHECK:         "psk_kernel.call"(%{{.*}}) {fn = "log"} :
 // CHECK-LABEL: func.func @k1.sumexp(
-// CHECK:         "psk_kernel.call"(%{{.*}}) {fn = "exp"} :
+// CHECK:         "psk_kernel.call"(%{{.*}}) {fn = "exp", psk_kernel.impl = "presk"}
 // CHECK-LABEL: func.func @k2.exp(
 // CHECK:         "psk_kernel.call"(%{{.*}}) {fn = "exp"} :
 // LIBM-NOT:    psk_kernel.impl
