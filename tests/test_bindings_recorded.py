@@ -246,10 +246,8 @@ def test_train_records_the_plans_realization_and_the_plan(tmp_path):
                  "--plan", f"@{plan}", "--out", out, "--quiet")  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     meta = pskd.read(str(out / "checkpoint.psk.d")).meta
-    assert meta["realize"] == {
-        "default": "f32",
-        "functions": "presk",
-    }  # the plan's type, not --realize's default
+    # the plan's type, not --realize's default
+    assert meta["realize"] == {"default": "f32", "functions": "presk"}
     assert meta["plan"] == f"@{plan}"  # a resumed run takes it; run chooses its own
     ran = output(
         MINIGPT, "--weights", out / "checkpoint.psk.d", "--backend", "kernel", "--entry", "apply"
