@@ -86,6 +86,7 @@ def emitc_module(module: ir.Module, launched: list[str], host: str) -> str:
             del module.operation.attributes[attr]
         _scalars_as_one_element(module)
         _unsigned_index_division_as_signed(module)
+        _scratch_on_the_stack(module)
         _bf16_constants_as_bits(module)
         text = _BF16.sub("i16", str(module)).rstrip()
         assert text.endswith("}")
@@ -207,6 +208,21 @@ def _unsigned_index_division_as_signed(module: ir.Module) -> None:
             signed = _SIGNED[op.name](op.operands[0], op.operands[1])
         op.results[0].replace_all_uses_with(signed.result)
         op.erase()
+
+
+def _scratch_on_the_stack(module: ir.Module) -> None:
+    """Each kernel's scratch row (a softmax's or cross-entropy's exponentials, made once at
+    the kernel's entry) a C array on the stack: EmitC converts a `memref.alloca` without
+    an alignment, but not a `memref.dealloc`, so a large one, on the heap natively, is an
+    `alloca` too. A row of a million f32 takes 4 MB of the program's 8 MB stack."""
+    for op in _ops(module.operation):
+        if op.name == "memref.dealloc":
+            op.erase()
+        elif op.name in ("memref.alloc", "memref.alloca"):
+            with ir.InsertionPoint(op), op.location:
+                on_stack = memref.AllocaOp(op.results[0].type, [], [])
+            op.results[0].replace_all_uses_with(on_stack.result)
+            op.erase()
 
 
 def _bf16_constants_as_bits(module: ir.Module) -> None:
