@@ -281,8 +281,8 @@ class Compiled:
             step_args, ctx = first_step(view, backend, params, seed)
             symbol = step_symbol(backend.realization)
             return lambda: backend.call(step_args, ctx, symbol)
-        if backend.name != "interp" and params is not None:  # typed and quantised once
-            params = quantize.parameter_values(params, backend.realization, native=True)
+        if backend.name != "interp":  # typed and quantised once
+            params = quantize.stored_parameters(params, backend.realization, backend.machine)
         call_args = ([params] if params is not None else []) + arguments(view, seed, None)
         ctx = CallContext(seed=seed)
         return lambda: backend.call(call_args, ctx)

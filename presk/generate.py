@@ -134,7 +134,11 @@ class Model:
         self.window = self.tokens_type.shape[1]
         self.vocabulary = Vocabulary(order, size)
         backend = compiled.backend
-        realized = quantize.parameter_values(params, backend.realization, backend.name != "interp")
+        realized = (
+            quantize.parameter_values(params, backend.realization)
+            if backend.name == "interp"
+            else quantize.stored_parameters(params, backend.realization, backend.machine)
+        )
         self._params = [] if params is None else [realized]
         self._lock = threading.Lock()
 

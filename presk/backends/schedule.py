@@ -24,6 +24,7 @@ from __future__ import annotations
 import ctypes
 import math
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import groupby
 
@@ -36,6 +37,7 @@ from presk.errors import PreskError
 from presk.ir.types import RecordType, TensorType, TupleType
 from presk.kernel.machine import ELEMENTS, storage_of, to_storage
 from presk.kernel.weights import Weights
+from presk.prims.rows import check_indices
 from presk.quantize import Quantized, realized_elements, takes_parameters
 from presk.runtime import rng
 from presk.runtime.values import Tensor, Value, build
@@ -119,12 +121,19 @@ def view(buf: Buf, arrays: list[np.ndarray]) -> np.ndarray:
 
 def flatten(value: Value, t) -> list[Tensor]:
     """A value's tensors in the order `build` makes them (its type's field order)."""
+    return flattener(t)(value)
+
+
+def flattener(t) -> Callable[[Value], list[Tensor]]:
+    """`flatten` for values of type `t`, its walk of the type made once."""
     if isinstance(t, TensorType):
-        return [value]
+        return lambda value: [value]
     if isinstance(t, RecordType):
-        return [x for name, f in t.fields for x in flatten(value[name], f)]
+        fields = [(name, flattener(f)) for name, f in t.fields]
+        return lambda value: [x for name, f in fields for x in f(value[name])]
     assert isinstance(t, TupleType)
-    return [x for i, f in enumerate(t.items) for x in flatten(value[i], f)]
+    items = [flattener(f) for f in t.items]
+    return lambda value: [x for f, v in zip(items, value, strict=True) for x in f(v)]
 
 
 class Schedule:
@@ -144,6 +153,10 @@ class Schedule:
         self.unfused = 0
         fn = backend.program.functions[entry]
         self.arg_types = fn.arg_types
+        self._flatteners = [flattener(t) for t in fn.arg_types]
+        # the last call's input regions and their addresses, the next call's if the same
+        self._last_inputs: tuple[list[np.ndarray], list] | None = None
+        self._taken: list | None = None  # the last call's leaves that were its inputs as given
         self.elements: list[str] = []  # each argument leaf's element type, or weights' spelling
         self.inputs = 0  # the argument arrays (integer weights have two)
         own = {}  # the realized parameters' spellings, by path
@@ -275,8 +288,8 @@ class Schedule:
             indices = bufs[1]
             gather = GatherCheck(indices, *plan.index_bound(ins), op.site)
 
-            def check(arrays, ctx):
-                plan.check(ins, view(indices, arrays))
+            def check(arrays, ctx):  # the bound found once, at the trace
+                check_indices(view(indices, arrays), gather.size, gather.what)
 
             label = HostLabel("host: gather check", gather)
             self._host_step(op, check, label, first=indices.region != ARENA)
@@ -319,26 +332,45 @@ class Schedule:
 
     def input_arrays(self, args: list[Value]) -> list[np.ndarray]:
         """The arguments' leaves in their storage types, the replay's input regions."""
-        leaves = [t for a, ty in zip(args, self.arg_types, strict=True) for t in flatten(a, ty)]
-        inputs = []
-        for t, e in zip(leaves, self.elements, strict=True):
-            if isinstance(t.data, Quantized):  # as the realization made them
-                inputs.extend([t.data.ints, t.data.scales])
+        leaves = [t for a, f in zip(args, self._flatteners, strict=True) for t in f(a)]
+        inputs, taken = [], []
+        last = self._taken or [None] * len(leaves)  # the last call's leaves taken as they were
+        for t, e, before in zip(leaves, self.elements, last, strict=True):
+            data = t.data
+            if data is before:  # the same array, stored already (a parameter given again)
+                inputs.append(data)
+            elif isinstance(data, Quantized):  # as the realization made them
+                inputs.extend([data.ints, data.scales])
             else:
-                inputs.append(np.ascontiguousarray(to_storage(t.data, e)))
+                inputs.append(np.ascontiguousarray(to_storage(data, e)))
+            taken.append(data if inputs[-1] is data else None)
+        self._taken = taken
         return inputs
 
     def memory(self, inputs: list[np.ndarray]) -> tuple[list[np.ndarray], ctypes.Array]:
         """A free arena beside the inputs and constants: every region's array, and their
         addresses as a C array (a segment passes it to the replay runtime as it is). The
         constants' addresses are read once: a call reads only the arena's and the inputs'."""
+        at = self._addresses(inputs)  # first: it lets go of the last call's inputs
         arena = self._free_arena()
         pad = -arena.ctypes.data % ALIGN
         arrays = [arena[pad:], *inputs, *self.consts]
         if self._const_addresses is None:
             self._const_addresses = [a.ctypes.data for a in self.consts]
-        addresses = [arena.ctypes.data + pad, *map(_address, inputs), *self._const_addresses]
+        addresses = [arena.ctypes.data + pad, *at, *self._const_addresses]
         return arrays, (ctypes.c_void_p * len(arrays))(*addresses)
+
+    def _addresses(self, inputs: list[np.ndarray]) -> list[int]:
+        """The inputs' data addresses, the last call's where an input is the same array (a
+        parameter given again, held since, so it cannot have moved). One attribute holds
+        the last call's inputs and addresses, so concurrent calls read a matching pair."""
+        last, known = self._last_inputs or (inputs, [None] * len(inputs))
+        out = [
+            k if a is b and k is not None else _address(a)
+            for a, b, k in zip(inputs, last, known, strict=True)
+        ]
+        self._last_inputs = (inputs, out)
+        return out
 
     def _free_arena(self) -> np.ndarray:
         """An arena no result of an earlier call lies over, else a new one (kept for later
