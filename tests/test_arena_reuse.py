@@ -1,6 +1,7 @@
-"""A schedule's arena is kept for its next calls once no result lies over it
-(presk/backends/schedule.py, `Schedule._free_arena`): a reused arena, whatever it holds,
-gives the bits of a new one, and a result still alive is never written over."""
+"""What a schedule keeps from one call for the next (presk/backends/schedule.py): its arena,
+once no result lies over it (a reused arena, whatever it holds, gives the bits of a new
+one, and a result still alive is never written over), and the arguments it took as given
+(a parameter changed in place or replaced is read again)."""
 
 from __future__ import annotations
 
@@ -51,3 +52,28 @@ def test_a_result_still_alive_keeps_its_arena_and_its_bits():
     before = list(schedule._arenas)
     call()
     assert any(a is b for a in schedule._arenas for b in before), "a freed arena was not reused"
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_parameter_changed_or_replaced_between_calls_is_read_again(dtype):
+    """A call takes a leaf it was given before without converting it again (f32 given to
+    an f32 entry), but reads its memory each call: changed in place, replaced by another
+    array, or (f64, converted each call) either, the call sees it."""
+    core = presk.load(MINIGPT).elaborate("MiniGPT{64, 16, 2, 2}.apply", dims={"B": 2, "T": 8})
+    native, evaluator = (core.lower("f32").compile(b) for b in ("mlir", "kernel"))
+    params = {k: v.astype(dtype) for k, v in core.params(seed=0).items()}
+    params["head"] = np.random.default_rng(1).normal(size=params["head"].shape).astype(dtype)
+    tokens = np.arange(16).reshape(2, 8) % 64
+
+    def same_as_evaluator():
+        return np.array_equal(native(params, tokens), evaluator(params, tokens))
+
+    assert same_as_evaluator()
+    for change in [
+        lambda: params["head"].__imul__(2),  # in place
+        lambda: params.update(head=params["head"] / 4),  # another array
+        lambda: params["tok"][3].__iadd__(1),  # a row the tokens read
+    ]:
+        before = native(params, tokens)
+        change()
+        assert not np.array_equal(native(params, tokens), before) and same_as_evaluator()
