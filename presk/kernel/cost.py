@@ -50,6 +50,7 @@ LOAD = 0.5  # cycles a load from L1 of up to 32 bytes (two a cycle); a 64-byte o
 ADD_LATENCY = 3.0  # cycles from a vector add to the next add on its accumulator
 FMA_LATENCY = 4.0  # the same for a fused multiply-add (a realization's "contract": "fma")
 INTEL_CHAIN = 10.0  # the same as Intel's AVX-512 cores' kernels see it (fitted, bench/nests.py)
+INTEL_A_ROWS = 12.0  # cycles a k for a transposed a on them (Target.a_rows, fitted likewise)
 L2_BYTE = 1 / 32  # cycles a byte from L2
 L3_BYTE = 1 / 16  # cycles a byte from the last level, one core
 DRAM_BYTE = 1 / 4  # cycles a byte from memory, one core
@@ -87,6 +88,11 @@ class Target:
     # operation (znver4) or only its load (Intel's AVX-512 cores)
     broadcast_op: bool = False
     l3_byte: float = L3_BYTE
+    # cycles a k waits, on top of the multiply-adds, for an unpacked a read a row a k (a
+    # transposed operand, a weight gradient's activations) whose rows lie more than
+    # STRIDE apart: on Intel's AVX-512 cores such a tile of the course GPT's weight
+    # gradient ran at 0.56 of the rate of its twin packing a (bench/nests.py, K = 4096)
+    a_rows: float = 0.0
 
     @staticmethod
     def for_machine(width: int, cores: int, cpu: str) -> Target:
@@ -114,6 +120,7 @@ class Target:
             add_latency=INTEL_CHAIN,
             fma_latency=INTEL_CHAIN,
             l3_byte=L3_BYTE * 2,
+            a_rows=INTEL_A_ROWS,
         )
 
     @staticmethod
@@ -205,6 +212,8 @@ def _tiled(nest: Nest, layout: Layout, e: int, target: Target):
     near, far = _streamed(nest, layout, e, target)
     chain = target.fma_latency if layout.fma else target.add_latency
     hidden, added = _strided(nest, layout, e, target) if b_j and not packed_b else (0.0, 0.0)
+    if not packed_a and a_i and nest.c.a[-1][0] != "k" and nest.i * e > STRIDE:
+        added += target.a_rows
     # a k's multiply-adds, loads, the accumulators' chains of adds and the prefetched
     # streams overlap; what L1 misses in L2 waits as long as the longest of them
     per_k = max(compute, chain, load, far, near, hidden) + added
