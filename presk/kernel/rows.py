@@ -8,11 +8,21 @@ from __future__ import annotations
 from presk.ir.types import TensorType
 from presk.kernel.nests import accumulate, aligned_index, loops
 
+# Rows a softmax nest computes together: their maxima's and sums' chains of dependent
+# operations (a row's run an element at a time, in order) interleave, where one row's
+# would leave the core waiting on each step. Each row's operations are the same, so are
+# its bits.
+ROWS = 4
 
-def row_kernel(kb, x: TensorType, axis: int, body) -> None:
-    """`body(o, at, n)` once a row of `x` (the first operand) along `axis`, the other
-    axes parallel: `at(o, j)` is the index of the row's element j, n the row's length."""
+
+def row_kernel(kb, x: TensorType, axis: int, body, together: int = 1) -> None:
+    """`body(rows, at, n)` for each `together` rows of `x` (the first operand) along `axis`,
+    the other axes parallel, the last of them stepped by `together` (one row at a time
+    where its size is not a multiple): `rows` are the rows' indices over the other axes,
+    `at(o, j)` the index of row o's element j, n the row's length."""
     rest = [i for i in range(x.rank) if i != axis]
+    sizes = [x.axes[i].size for i in rest]
+    r = together if sizes and sizes[-1] % together == 0 else 1
 
     def at(o, j):
         idx = [None] * x.rank
@@ -21,71 +31,95 @@ def row_kernel(kb, x: TensorType, axis: int, body) -> None:
         idx[axis] = j
         return idx
 
-    with loops(kb, [x.axes[i].size for i in rest]) as o:
-        body(o, at, x.axes[axis].size)
+    with loops(kb, sizes[:-1] + [sizes[-1] // r] if sizes else []) as o:
+        rows = [o] if r == 1 else [o[:-1] + [kb.iadd(kb.imul(o[-1], r), q)] for q in range(r)]
+        body(rows, at, x.axes[axis].size)
 
 
-def row_max(kb, n, value, allowed=None):
-    """The row's maximum: from its first element (or -inf with a mask, over the allowed
-    positions), each larger element taking its place."""
-    start = kb.const("-inf") if allowed else value(kb.index_const(0))
+def row_maxes(kb, n, values, allowed=None):
+    """Each row's maximum (`values[q](j)` its element j): from its first element (or -inf
+    with a mask, over the positions `allowed[q]` allows), each larger element taking its
+    place."""
+    starts = [kb.const("-inf") if allowed else value(kb.index_const(0)) for value in values]
 
     def step(j, acc):
-        v = value(j[0])
-        take = kb.cmp("ogt", v, acc[0])
-        if allowed:
-            take = kb.both(allowed(j[0]), take)
-        return [kb.select(take, v, acc[0])]
+        out = []
+        for q, value in enumerate(values):
+            v = value(j[0])
+            take = kb.cmp("ogt", v, acc[q])
+            if allowed:
+                take = kb.both(allowed[q](j[0]), take)
+            out.append(kb.select(take, v, acc[q]))
+        return out
 
-    return accumulate(kb, [n], [start], step)[0]
+    return accumulate(kb, [n], starts, step)
 
 
-def kept_sum(kb, n, term):
-    """A row's terms computed in a loop of their own into a scratch row (whose iterations
-    run in vector lanes, presk's exp with them), then summed in increasing j: the scratch
-    and the sum. The same bits as summing each term as it is computed."""
-    kept = kb.scratch([n])
+def kept_sums(kb, n, terms):
+    """Each row's terms (`terms[q](j)`) computed in a loop of their own into a scratch row
+    (whose iterations run in vector lanes, presk's exp with them), then summed in
+    increasing j: the scratch, [rows, n], and the sums. The same bits as summing each
+    term as it is computed."""
+    kept = kb.scratch([len(terms), n])
     with kb.loop(n) as j:
-        kb.store(term(j), [j], kept)
-    s = accumulate(kb, [n], [kb.const("0")], lambda j, acc: [kb.add(acc[0], kb.load(kept, j))])
-    return kept, s[0]
+        for q, term in enumerate(terms):
+            kb.store(term(j), [kb.index_const(q), j], kept)
+
+    def step(j, acc):
+        return [kb.add(a, kb.load(kept, [kb.index_const(q), j[0]])) for q, a in enumerate(acc)]
+
+    return kept, accumulate(kb, [n], [kb.const("0")] * len(terms), step)
 
 
 def row_max_and_exp_sum(kb, n, value):
-    """(m, exp(x − m) kept in a scratch row, Σ exp(x − m)) of a row, the sum in increasing
-    j: what cross_entropy and its derivative share."""
-    m = row_max(kb, n, value)
-    kept, s = kept_sum(kb, n, lambda j: kb.call("exp", kb.sub(value(j), m)))
+    """(m, exp(x − m) kept in a scratch row [1, n], Σ exp(x − m)) of a row, the sum in
+    increasing j: what cross_entropy and its derivative share."""
+    (m,) = row_maxes(kb, n, [value])
+    kept, (s,) = kept_sums(kb, n, [lambda j: kb.call("exp", kb.sub(value(j), m))])
     return m, kept, s
 
 
 def softmax_nest(kb, in_types: list[TensorType], axis: int, form: str) -> None:
     """softmax's nest in one of its forms, both exact: `three-pass` (the maximum, Σ exp(x −
     m), then exp(x − m) / s, the exponentials computed again) or `two-pass` (the maximum,
-    then each exp(x − m) computed once into a scratch row, summed, and divided)."""
+    then each exp(x − m) computed once into a scratch row, summed, and divided); ROWS rows
+    at a time."""
     masked = len(in_types) == 2
     mask_t = in_types[1] if masked else None
 
-    def row(o, at, n):
-        def value(j):
-            return kb.load(0, at(o, j))
+    def rows(os, at, n):
+        def value(o):
+            return lambda j: kb.load(0, at(o, j))
 
-        def allowed(j):
-            return kb.truthy(kb.load(1, aligned_index(mask_t, in_types[0], at(o, j))))
+        def allowed(o):
+            return lambda j: kb.truthy(kb.load(1, aligned_index(mask_t, in_types[0], at(o, j))))
 
-        m = row_max(kb, n, value, allowed if masked else None)
+        values = [value(o) for o in os]
+        allows = [allowed(o) for o in os] if masked else None
+        ms = row_maxes(kb, n, values, allows)
 
-        def term(j):
-            e = kb.call("exp", kb.sub(value(j), m))
-            return kb.select(allowed(j), e, kb.const("0")) if masked else e
+        def term(q):
+            def t(j):
+                e = kb.call("exp", kb.sub(values[q](j), ms[q]))
+                return kb.select(allows[q](j), e, kb.const("0")) if masked else e
 
+            return t
+
+        terms = [term(q) for q in range(len(os))]
         if form == "two-pass":
-            kept, s = kept_sum(kb, n, term)
+            kept, sums = kept_sums(kb, n, terms)
             with kb.loop(n) as j:
-                kb.store(kb.div(kb.load(kept, [j]), s), at(o, j))
+                for q, o in enumerate(os):
+                    kb.store(kb.div(kb.load(kept, [kb.index_const(q), j]), sums[q]), at(o, j))
             return
-        s = accumulate(kb, [n], [kb.const("0")], lambda j, acc: [kb.add(acc[0], term(j[0]))])[0]
+        sums = accumulate(
+            kb,
+            [n],
+            [kb.const("0")] * len(os),
+            lambda j, acc: [kb.add(a, terms[q](j[0])) for q, a in enumerate(acc)],
+        )
         with kb.loop(n) as j:
-            kb.store(kb.div(term(j), s), at(o, j))
+            for q, o in enumerate(os):
+                kb.store(kb.div(terms[q](j), sums[q]), at(o, j))
 
-    row_kernel(kb, in_types[0], axis, row)
+    row_kernel(kb, in_types[0], axis, rows, ROWS)

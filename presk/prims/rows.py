@@ -216,7 +216,8 @@ def _softmax_kernel(kb, ap: Apply) -> None:
 
 def _cross_entropy_kernel(kb, ap: Apply) -> None:
     # log Σ exp(x − m) − (x_t − m)
-    def row(o, at, n):
+    def row(rows, at, n):
+        (o,) = rows
         value = lambda j: kb.load(0, at(o, j))  # noqa: E731
         m, _, s = row_max_and_exp_sum(kb, n, value)
         xt = value(kb.to_index(kb.load(1, o)))
@@ -227,13 +228,14 @@ def _cross_entropy_kernel(kb, ap: Apply) -> None:
 
 def _ce_vjp_kernel(kb, ap: Apply) -> None:
     # (exp(x − m) / s − [j = t]) · ct
-    def row(o, at, n):
+    def row(rows, at, n):
+        (o,) = rows
         value = lambda j: kb.load(0, at(o, j))  # noqa: E731
         m, kept, s = row_max_and_exp_sum(kb, n, value)
         t = kb.load(1, o)
         ct = kb.load(2, o)
         with kb.loop(n) as j:
-            p = kb.div(kb.load(kept, [j]), s)
+            p = kb.div(kb.load(kept, [kb.index_const(0), j]), s)
             d = kb.select(kb.icmp("eq", kb.to_i64(j), t), kb.sub(p, kb.const("1")), p)
             kb.store(kb.mul(d, ct), at(o, j))
 
