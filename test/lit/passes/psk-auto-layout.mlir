@@ -42,11 +42,12 @@ module attributes {psk.dims = {I = 4 : i64, J = 4 : i64, K = 4 : i64}, psk.entry
 // -----
 
 // A masked softmax leaves its default three-pass form for the two-pass form, which calls
-// exp once an element, not twice (the same bits in both forms).
+// exp once an element, not twice (the same bits in both forms): four calls, one for each
+// of the four rows it computes at a time.
 // CHECK-LABEL: func.func @k1.softmax(
 // CHECK-SAME:    psk_kernel.layout = {form = "two-pass"
 // CHECK:         "psk_kernel.scratch"
-// CHECK-COUNT-1: {fn = "exp"}
+// CHECK-COUNT-4: {fn = "exp"}
 // CHECK-NOT:     {fn = "exp"}
 // VERIFIED:      "psk_kernel.launch"
 module attributes {psk.dims = {N = 8 : i64}, psk.entry = @softmax_masked, psk.params = [], psk.program = "tests/data/prims.psk", psk_kernel.type = "f32"} {
