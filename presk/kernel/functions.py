@@ -16,9 +16,12 @@ under 10⁻¹⁴), times 2ᵏ built from its exponent bits (exact: 2⁻¹⁵⁰ 
 A NaN returns itself.
 
 erf(x): x clamped to [-4, 4] (erf(4) rounds to 1 in f32), then x·f(x²), f(s) =
-erf(√s)/√s a Chebyshev series of degree 22 on s ∈ [0, 16] summed by Clenshaw's
-recurrence (relative error about 10⁻¹²; fitted against mpmath at 40 digits). The sign
-and -0 follow x; a NaN propagates.
+erf(√s)/√s a polynomial of degree 22 in u = s/8 − 1 by Horner's rule: the Chebyshev
+series fitted on s ∈ [0, 16] against mpmath at 40 digits (relative error about 10⁻¹²),
+written in powers of u at 300 bits and each coefficient rounded once (which moves it by
+under 10⁻¹⁶ relative; Σ|a_k| is f(0) = 2/√π, so Horner's rule loses little), two
+operations a degree where Clenshaw's recurrence on the series took three. The sign and
+-0 follow x; a NaN propagates.
 """
 
 from __future__ import annotations
@@ -40,30 +43,32 @@ _SHIFTER = 6755399441055744.0  # 1.5·2⁵²: x + it − it is x rounded to an i
 _EXP_LO, _EXP_HI = -104.0, 89.0
 _TAYLOR = tuple(1.0 / math.factorial(n) for n in range(12))
 _ERF_BOUND = 4.0
-_ERF_CHEBYSHEV = (
-    0.4859129569028632,
-    -0.34540785500495025,
-    0.16182910121364602,
-    -0.0764827561055089,
-    0.034669936800507416,
-    -0.014811864147814777,
-    0.0059229379562319925,
-    -0.0022118406588101333,
-    0.0007714154278401327,
-    -0.00025159658780942915,
-    7.688658221068913e-05,
-    -2.206549593887176e-05,
-    5.961274041385759e-06,
-    -1.5197750712614826e-06,
-    3.664930432299131e-07,
-    -8.378998363862916e-08,
-    1.820144870230071e-08,
-    -3.764477981283625e-09,
-    7.427366281447368e-10,
-    -1.4005319586893712e-10,
-    2.5282739750031254e-11,
-    -4.3766406920782284e-12,
-    7.274474841660388e-13,
+# f(s) = erf(√s)/√s ≈ Σ a_k u^k, u = s/8 − 1: the degree-22 Chebyshev series fitted on
+# [0, 16] (40 digits, mpmath) in monomial form, converted at 300 bits and rounded once
+_ERF_POLY = (
+    0.3535309956433875,
+    -0.17657623330397998,
+    0.13167511689970976,
+    -0.10771044230001019,
+    0.0902089938743177,
+    -0.07472787165546416,
+    0.05988690940127489,
+    -0.04576503996993129,
+    0.03306059029326429,
+    -0.022474034205149908,
+    0.014349838322823568,
+    -0.00860434428599445,
+    0.004852696546749119,
+    -0.002583061073250973,
+    0.0012946126486191895,
+    -0.0006048216152478107,
+    0.00027243508780126915,
+    -0.00012652723244738838,
+    5.100252133258872e-05,
+    -1.2620592928599395e-05,
+    4.864813353338615e-06,
+    -4.5892403903366204e-06,
+    1.5255679463137766e-06,
 )
 
 
@@ -172,13 +177,10 @@ def _exp(o, x32):
 
 def _erf(o, x32):
     x = o.clamp(o.widen(x32), -_ERF_BOUND, _ERF_BOUND)
-    s = o.mul(x, x)
-    u2 = o.sub(o.mul(s, o.const(0.25)), o.const(2.0))  # 2u, u = s/8 - 1
-    b1, b2 = o.const(0.0), o.const(0.0)
-    for c in reversed(_ERF_CHEBYSHEV[1:]):
-        b1, b2 = o.add(o.sub(o.mul(u2, b1), b2), o.const(c)), b1
-    u = o.mul(u2, o.const(0.5))
-    f = o.add(o.sub(o.mul(u, b1), b2), o.const(_ERF_CHEBYSHEV[0]))
+    u = o.sub(o.mul(o.mul(x, x), o.const(0.125)), o.const(1.0))  # in [-1, 1]
+    f = o.const(_ERF_POLY[-1])
+    for c in reversed(_ERF_POLY[:-1]):
+        f = o.add(o.mul(f, u), o.const(c))
     return o.narrow(o.mul(x, f))
 
 
