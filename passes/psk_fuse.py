@@ -16,7 +16,7 @@ from mlir import ir
 from presk.passes import Pass
 
 from presk.core.fusion import group_roots
-from presk.ir.ops import site_of, walk_ops
+from presk.ir.ops import module_functions, site_of
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,7 @@ class PskFuse(Pass):
     description = "group chains of elementwise ops (same axes, single consumer) into fusion groups"
 
     def run(self, module) -> None:
-        for func in walk_ops(module, "func.func"):
+        for func in module_functions(module):
             if "psk_kernel.kernel" in func.attributes:
                 continue
             root = group_roots(func)

@@ -27,7 +27,7 @@ from presk.passes import Pass
 
 from presk.core.build import Builder, V
 from presk.errors import UsageError
-from presk.ir.ops import psk_type, python_value, site_of, string_attr, walk_ops
+from presk.ir.ops import module_functions, psk_type, python_value, site_of, string_attr
 from presk.ir.types import TensorType
 from presk.kernel.builder import KernelBuilder
 from presk.kernel.machine import MACHINES, Machine, storage_of
@@ -255,9 +255,7 @@ class PskLowerToKernel(Pass):
             if name not in MACHINES:
                 raise UsageError(f"psk-lower-to-kernel: {site} has type {name!r}")
         elements = _parameter_elements(module)
-        hosts = [
-            f for f in walk_ops(module, "func.func") if "psk_kernel.kernel" not in f.attributes
-        ]
+        hosts = [f for f in module_functions(module) if "psk_kernel.kernel" not in f.attributes]
         params = parameter_elements(module, elements)
         lowering = Lowering(module, machine, storage, params, hosts)
         module.attributes["psk_kernel.type"] = ir.StringAttr.get(machine.name)

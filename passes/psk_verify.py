@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from presk.passes import Pass
 
 from presk.errors import VerifierError
-from presk.ir.ops import STRUCTURAL_OPS, psk_type, site_of, walk_ops
+from presk.ir.ops import STRUCTURAL_OPS, module_functions, psk_type, site_of, walk_ops
 from presk.ir.types import RecordType, TensorType, TupleType
 from presk.prims import typing_rule
 
@@ -45,10 +45,13 @@ class PskVerify(Pass):
     description = "check PSK-Core's named axes, sites and typing rules (changes nothing)"
 
     def run(self, module) -> None:
-        for func in walk_ops(module, "func.func"):
-            self.verify_function(func, typing_rule)
+        # why each type is malformed, by the id of its PskType: `psk_type` makes one object
+        # per MLIR type, and a training step's residual tuples are read thousands of times
+        known: dict[int, tuple[object, str | None]] = {}
+        for func in module_functions(module):
+            self.verify_function(func, typing_rule, known)
 
-    def verify_function(self, func, typing_rule) -> None:
+    def verify_function(self, func, typing_rule, known) -> None:
         sites: dict[str, object] = {}
         for op in walk_ops(func, "psk."):
             types = []
@@ -59,7 +62,9 @@ class PskVerify(Pass):
                     if str(v.type).startswith("!psk."):
                         raise VerifierError(f"malformed type {v.type}", op=op) from None
                     continue
-                why = check_type(t)
+                if id(t) not in known:
+                    known[id(t)] = (t, check_type(t))  # t held: its id stays its own
+                why = known[id(t)][1]
                 if why:
                     raise VerifierError(why, op=op)
                 types.append(t)

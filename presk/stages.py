@@ -24,7 +24,7 @@ from presk import plans
 from presk import realize as realizations
 from presk.core.program import read_host_program
 from presk.ir.diagnostics import compile_error
-from presk.ir.ops import string_attr, walk_ops
+from presk.ir.ops import module_launches, string_attr
 from presk.ir.types import leaves
 from presk.pipeline import build_pass_manager
 from presk.plans import read_plan
@@ -139,9 +139,7 @@ def _option(value: str) -> str:
 
 def launch_sites(module: ir.Module) -> list[str]:
     """The sites of a kernel-stage module's launches, sorted."""
-    return sorted(
-        {string_attr(op, "psk.site") for op in walk_ops(module.operation, "psk_kernel.launch")}
-    )
+    return sorted({string_attr(op, "psk.site") for op in module_launches(module.operation)})
 
 
 def realize_attributes(module: ir.Module, realize) -> None:

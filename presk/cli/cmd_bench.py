@@ -26,7 +26,7 @@ from presk.cli.programs import (
 )
 from presk.errors import RealizationError, UsageError
 from presk.fileio import check_writable
-from presk.ir.ops import string_attr, walk_ops
+from presk.ir.ops import module_launches, string_attr
 from presk.kernel.contraction import Layout, check, read_nest
 from presk.kernel.cost import Target, milliseconds, predict
 from presk.kernel.machine import MACHINES, TYPES
@@ -197,7 +197,7 @@ def _lanes_plan(args, program, realize: str) -> str:
     width = Target.host().vector_bytes // MACHINES[r.default].arith.itemsize
     kernels = contraction_kernels(module.operation)
     by_site: dict[str, list] = {}
-    for op in walk_ops(module.operation, "psk_kernel.launch"):
+    for op in module_launches(module.operation):
         if op.attributes["kernel"].value in kernels:
             f = kernels[op.attributes["kernel"].value]
             by_site.setdefault(string_attr(op, "psk.site"), []).append(f)

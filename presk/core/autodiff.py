@@ -33,7 +33,7 @@ from presk.core.build import FuncBuilder, V
 from presk.core.fusion import interior_sites
 from presk.core.program import Function, HostProgram, Op, read_host_program
 from presk.errors import PassError, Span
-from presk.ir.ops import walk_ops
+from presk.ir.ops import module_functions, walk_ops
 from presk.ir.types import PskType, RecordType, TensorType, TupleType
 
 
@@ -150,7 +150,7 @@ class Derivatives:
         if self.funcs is None:
             self.funcs = {
                 ir.StringAttr(f.attributes["sym_name"]).value: f
-                for f in walk_ops(self.module.operation, "func.func")
+                for f in module_functions(self.module.operation)
             }
         sites = interior_sites(self.funcs[fn.name])
         return {op.out for op in fn.ops if op.site in sites}

@@ -41,6 +41,26 @@ def walk_ops(root: ir.Operation, prefix: str = "psk.") -> Iterator[ir.Operation]
     return iter(found)
 
 
+def module_functions(module) -> list[ir.Operation]:
+    """The `func.func`s of a module (an `ir.Module` or its op), in order. They are its
+    top-level ops: read so, not walked, since a walk visits every op of every body (a
+    kernel module's loops and arithmetic), tens of thousands for a training step."""
+    op = getattr(module, "operation", module)
+    tops = [f.operation for f in op.regions[0].blocks[0].operations]
+    return [f for f in tops if f.name == "func.func"]  # an OpView's `name` may be its symbol
+
+
+def module_launches(module) -> list[ir.Operation]:
+    """The `psk_kernel.launch` ops of a module, in order: walked in its host functions
+    alone, since no kernel launches another."""
+    return [
+        launch
+        for f in module_functions(module)
+        if "psk_kernel.kernel" not in f.attributes
+        for launch in walk_ops(f, "psk_kernel.launch")
+    ]
+
+
 # PskType by MLIR type for each live context: MLIR uniques a context's types, and printing
 # a big one (a derivative's residual tuple) is slow. A type is keyed by the address of its
 # uniqued storage, not by the ir.Type, which holds its context and so would never let the

@@ -17,7 +17,7 @@ from mlir import ir
 
 from presk.errors import RealizationError
 from presk.ir.build import OpBuilder, V
-from presk.ir.ops import psk_type, string_attr, walk_ops
+from presk.ir.ops import module_functions, module_launches, psk_type, string_attr
 from presk.kernel.contraction import Epilogue, Layout, read_nest
 from presk.kernel.machine import MACHINES
 from presk.kernel.relayout import contraction_kernel, contraction_kernels, fresh_symbol
@@ -41,7 +41,7 @@ def _tuple_items(v: ir.Value) -> list[tuple[ir.Value, ir.Operation]] | None:
 
 
 def _kernels(module) -> dict[str, ir.Operation]:
-    return {string_attr(f, "sym_name"): f for f in walk_ops(module, "func.func")}
+    return {string_attr(f, "sym_name"): f for f in module_functions(module)}
 
 
 def fold_epilogues(module, nest: str = "") -> int:
@@ -51,7 +51,7 @@ def fold_epilogues(module, nest: str = "") -> int:
     # handle to an erased op reads freed memory.
     products = [
         launch
-        for launch in walk_ops(module, "psk_kernel.launch")
+        for launch in module_launches(module)
         if launch.attributes["kernel"].value in contractions
         and (not nest or string_attr(launch, "psk.site") == nest)
     ]
@@ -137,7 +137,7 @@ def _fold(module, first, second, bias, kernel) -> None:
     for f in (add, kernel):
         used = any(
             op.attributes["kernel"].value == string_attr(f, "sym_name")
-            for op in walk_ops(module, "psk_kernel.launch")
+            for op in module_launches(module)
         )
         if not used:
             f.erase()

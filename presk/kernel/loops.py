@@ -13,14 +13,14 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import affine
 
-from presk.ir.ops import walk_ops
+from presk.ir.ops import module_functions
 
 PARALLEL = "psk_kernel.parallel"
 
 
 def kernel_funcs(module: ir.Operation) -> list[ir.Operation]:
     """The kernel `func.func`s of a module, in order."""
-    return [f for f in walk_ops(module, "func.func") if "psk_kernel.kernel" in f.attributes]
+    return [f for f in module_functions(module) if "psk_kernel.kernel" in f.attributes]
 
 
 def body_ops(loop: ir.Operation) -> list[ir.Operation]:

@@ -10,9 +10,10 @@ priced by presk/kernel/cost.py; the cheapest is the plan's.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cache
 
 from presk.errors import RealizationError
-from presk.ir.ops import python_value, string_attr, walk_ops
+from presk.ir.ops import module_launches, python_value, string_attr
 from presk.kernel import functions
 from presk.kernel.contraction import (
     ROW_FORMS,
@@ -131,8 +132,12 @@ def choose(module, machine: str, target: Target) -> list[Choice]:
     there, and it is the cheapest in total, and a site with no such point keeps its
     kernels' defaults."""
     kernels = layout_kernels(module)
+    # a function's instances repeat their nests (each layer's Linear{16, 64}): each nest's
+    # points and each point's price are found once
+    offered = cache(lambda nest, own, declared: candidates(nest, own, target, declared))
+    price = cache(lambda nest, layout, element: predict(nest, layout, element, target))
     sites: dict[str, list] = {}
-    for launch in walk_ops(module, "psk_kernel.launch"):
+    for launch in module_launches(module):
         symbol = launch.attributes["kernel"].value
         if symbol in kernels:
             sites.setdefault(string_attr(launch, "psk.site"), []).append(launch)
@@ -149,19 +154,13 @@ def choose(module, machine: str, target: Target) -> list[Choice]:
         element = MACHINES[own].arith.itemsize
         nests = [read_any(f) for f in fs]
         defaults = [Layout.read(f.attributes["psk_kernel.layout"]) for f in fs]
-        shared = [set(candidates(n, own, target, d)) for n, d in zip(nests, defaults, strict=True)]
-        points = [
-            p for p in candidates(nests[0], own, target, defaults[0]) if all(p in c for c in shared)
-        ]
+        shared = [set(offered(n, own, d)) for n, d in zip(nests, defaults, strict=True)]
+        points = [p for p in offered(nests[0], own, defaults[0]) if all(p in c for c in shared)]
         if not points:  # no point every kernel of the site can take: it keeps its defaults
             continue
-        costs = [
-            (sum(predict(n, p, element, target) for n in nests), i, p) for i, p in enumerate(points)
-        ]
+        costs = [(sum(price(n, p, element) for n in nests), i, p) for i, p in enumerate(points)]
         cycles, _, layout = min(costs)
-        default_cycles = sum(
-            predict(n, d, element, target) for n, d in zip(nests, defaults, strict=True)
-        )
+        default_cycles = sum(price(n, d, element) for n, d in zip(nests, defaults, strict=True))
         adds = [bias_add(module, op) for op in launches] if isinstance(nests[0], Nest) else []
         # one launch fewer, one pass over t fewer; an add that two products feed (x·w + x·v)
         # folds into the first one's nest only, after which the second reads no add alone

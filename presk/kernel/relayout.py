@@ -16,7 +16,7 @@ from dataclasses import replace
 from mlir import ir
 
 from presk.errors import RealizationError
-from presk.ir.ops import python_value, string_attr, walk_ops
+from presk.ir.ops import module_functions, module_launches, python_value, string_attr
 from presk.kernel import functions
 from presk.kernel.builder import KernelBuilder
 from presk.kernel.contraction import Epilogue, Layout, build, check, check_rows, read_nest
@@ -30,7 +30,7 @@ _KEPT = ("psk_kernel.ops", "psk_kernel.contraction", "psk_kernel.rows")
 def contraction_kernels(module) -> dict[str, ir.Operation]:
     return {
         string_attr(f, "sym_name"): f
-        for f in walk_ops(module, "func.func")
+        for f in module_functions(module)
         if "psk_kernel.contraction" in f.attributes
     }
 
@@ -39,13 +39,13 @@ def layout_kernels(module) -> dict[str, ir.Operation]:
     """The kernels with a layout: contractions and softmaxes."""
     return {
         string_attr(f, "sym_name"): f
-        for f in walk_ops(module, "func.func")
+        for f in module_functions(module)
         if "psk_kernel.layout" in f.attributes
     }
 
 
 def _launches(module) -> list[ir.Operation]:
-    return list(walk_ops(module, "psk_kernel.launch"))
+    return module_launches(module)
 
 
 def relayout(module, nest: str, change: Callable[[Layout], Layout]) -> int:
@@ -94,7 +94,7 @@ def _own_kernels(module, chosen, launches, kernels) -> list[str]:
 
 def fresh_symbol(module, symbol: str) -> str:
     """`symbol`, or `symbol.<n>` if it is taken."""
-    taken = {string_attr(f, "sym_name") for f in walk_ops(module, "func.func")}
+    taken = {string_attr(f, "sym_name") for f in module_functions(module)}
     if symbol not in taken:
         return symbol
     n = 1

@@ -33,7 +33,7 @@ from presk.core.text import core_text
 from presk.errors import RealizationError, ToolchainError, UsageError
 from presk.fileio import source_line
 from presk.ir.diagnostics import file_location
-from presk.ir.ops import site_of, string_attr, walk_ops
+from presk.ir.ops import module_functions, module_launches, site_of, string_attr, walk_ops
 from presk.kernel.text import kernel_text
 from presk.precision.envelope import json_number, site_order
 from presk.precision.integers import rung_name
@@ -313,7 +313,7 @@ def site_places(core: Core) -> dict[str, Place]:
     is the first's)."""
     ops = core_lines(core_text(core.module))
     out: dict[str, Place] = {}
-    for func in walk_ops(core.module.operation, "func.func"):
+    for func in module_functions(core.module.operation):
         function = string_attr(func, "sym_name")
         for op in walk_ops(func):
             site = site_of(op)
@@ -356,7 +356,7 @@ def compute_sites(core: Core) -> list[str]:
 def roots(core: Core) -> dict[str, str]:
     """Each fused site's group root, over every function (a lone site is its own)."""
     out = {}
-    for func in walk_ops(core.module.operation, "func.func"):
+    for func in module_functions(core.module.operation):
         out.update(group_roots(func))
     return out
 
@@ -371,7 +371,7 @@ def site_stages(
     kernels = core.lower(r, plan)
     launched = {
         string_attr(op, "psk.site"): ir.FlatSymbolRefAttr(op.attributes["kernel"]).value
-        for op in walk_ops(kernels.module.operation, "psk_kernel.launch")
+        for op in module_launches(kernels.module.operation)
     }
     grouped, places = roots(core), site_places(core)
     compiled = kernels.compile("mlir", threads=1)

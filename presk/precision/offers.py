@@ -42,7 +42,7 @@ import numpy as np
 from presk import stages
 from presk.api import Core
 from presk.core.fusion import group_roots
-from presk.ir.ops import psk_type, string_attr, walk_ops
+from presk.ir.ops import module_functions, module_launches, psk_type, string_attr
 from presk.ir.types import leaves
 from presk.kernel.machine import to_storage
 from presk.precision.bound import LARGEST
@@ -323,7 +323,7 @@ def _with_integers(
 def _timing(profile: Profile, kernels, envelope: Envelope, values: dict[str, Priced]) -> Timing:
     """The work and launches of each stored value of the f64 `kernels`."""
     per_launch: dict[str, int] = {}  # a site's elements in one launch, its largest
-    for op in walk_ops(kernels.operation, "psk_kernel.launch"):
+    for op in module_launches(kernels.operation):
         site = string_attr(op, "psk.site")
         size = psk_type(op.results[0]).size
         per_launch[site] = max(per_launch.get(site, 1), size)
@@ -349,7 +349,7 @@ def _members(core: Core) -> dict[str, set[str]]:
     """By a fusion group's root site, the sites computed in its kernel (itself included),
     over every function."""
     out: dict[str, set[str]] = {}
-    for func in walk_ops(core.module.operation, "func.func"):
+    for func in module_functions(core.module.operation):
         for site, root in group_roots(func).items():
             out.setdefault(root, {root}).add(site)
     return out

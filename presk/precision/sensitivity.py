@@ -45,7 +45,7 @@ from presk.core.program import Function, read_host_program
 from presk.errors import BindingError, UsageError
 from presk.front import ast
 from presk.front.bindings import parse_entry, resolve_entry
-from presk.ir.ops import walk_ops
+from presk.ir.ops import module_functions
 from presk.ir.types import PskType, TensorType
 from presk.ir.types import leaves as leaf_types
 from presk.kernel.machine import MACHINES
@@ -234,7 +234,7 @@ def cotangent_marks(core: Core) -> dict[str, list[tuple[int, list[str]]]]:
     argument's slot is its position; an op's, its result's in `core.view`), with the
     sites each is the cotangent of."""
     marks: dict[str, list[tuple[int, list[str]]]] = {}
-    for f in walk_ops(core.module.operation, "func.func"):
+    for f in module_functions(core.module.operation):
         name = ir.StringAttr(f.attributes["sym_name"]).value
         found = [(i, _sites(d)) for i, d in enumerate(_arg_attrs(f)) if COTANGENT_OF in d]
         ops = [op for op in f.regions[0].blocks[0].operations if op.name != "func.return"]
