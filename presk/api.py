@@ -183,9 +183,17 @@ class Core:
         return Kernels(self, realize, plan)
 
     def copy(self) -> ir.Module:
-        """A copy of the module, its locations kept, for a lowering to change in place."""
-        asm = self.module.operation.get_asm(enable_debug_info=True)
-        return ir.Module.parse(asm, self.module.context)
+        """A copy of the module, its attributes and locations kept, for a lowering to change
+        in place: its ops cloned (printing and parsing it again took 0.2 s for a training
+        step)."""
+        source = self.module.operation
+        copied = ir.Module.create(source.location)
+        for name in source.attributes:
+            copied.operation.attributes[name] = source.attributes[name]
+        with ir.InsertionPoint(copied.body):
+            for op in self.module.body.operations:
+                op.operation.clone()
+        return copied
 
     def derived(self, entry: str | None = None, train_step: bool | None = None) -> Core:
         """This Core's program and sizes elaborated again, for another entry (a derivative)
