@@ -215,11 +215,20 @@ def _expand_kernel(kb, ap: Apply) -> None:
         kb.store(kb.load(0, [v for i, v in enumerate(o) if i not in drop]), o)
 
 
+# The most elements of an output row `_sum_leading` sums at a time, in a scratch row: 1 KB
+# of f32, in L1 beside the rows of x streaming past.
+SUM_BLOCK = 256
+
+
 def _sum_to_kernel(kb, ap: Apply) -> None:
     # each output element sums the axes of x it lacks, row-major in x's order
     x, like = ap.in_types[0], ap.out_type
     m = alignment(like, x)
     summed = [i for i, j in enumerate(m) if j is None]
+    lead = len(summed)
+    if 0 < lead < x.rank and summed == list(range(lead)) and m[lead:] == tuple(range(like.rank)):
+        _sum_leading(kb, x, like, lead)
+        return
     with loops(kb, like.shape) as o:
 
         def step(r, acc):
@@ -230,6 +239,27 @@ def _sum_to_kernel(kb, ap: Apply) -> None:
 
         total = accumulate(kb, [x.axes[i].size for i in summed], [kb.const("0")], step)[0]
         kb.store(total, o)
+
+
+def _sum_leading(kb, x: TensorType, like: TensorType, lead: int) -> None:
+    """`sum_to` over x's `lead` leading axes (a bias's or a LayerNorm's gradient, summed
+    over the batch and the sequence). Summing an output element at a time reads x down a
+    column, an element a cache line; here a block of an output row is a scratch row of
+    sums, to which each row of x is added in turn, in x's order, in lanes. Each element's
+    sum is the same chain (0, then x's terms in row-major order), so the same bits."""
+    *keep, n = like.shape
+    block = max(d for d in range(1, min(n, SUM_BLOCK) + 1) if n % d == 0)
+    with loops(kb, [*keep, n // block]) as o:
+        *k, b = o
+        sums = kb.scratch([block])
+        with kb.loop(block) as j:
+            kb.store(kb.const("0"), [j], sums)
+        with loops(kb, x.shape[:lead], parallel=False) as r:
+            with kb.loop(block) as j:
+                column = kb.iadd(kb.imul(b, block), j)
+                kb.store(kb.add(kb.load(sums, [j]), kb.load(0, [*r, *k, column])), [j], sums)
+        with kb.loop(block) as j:
+            kb.store(kb.load(sums, [j]), [*k, kb.iadd(kb.imul(b, block), j)])
 
 
 def _mask_kernel(kb, ap: Apply) -> None:
