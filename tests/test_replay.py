@@ -44,7 +44,8 @@ def test_a_segment_replay_gives_the_step_by_step_bits_on_the_tiny_training_step(
     assert _bits(segmented) == _bits(step())
 
 
-def test_a_corrupted_replay_library_in_the_cache_is_rebuilt_not_run(tmp_path):
+def test_a_corrupted_replay_library_in_the_cache_is_rebuilt_not_run(tmp_path, monkeypatch):
+    monkeypatch.setattr(replay, "INSTALLED", tmp_path / "not-set-up")
     compiler = Compiler(tmp_path / "cache")
     assert replay.load(compiler).buffers == 32
     (lib,) = compiler.directory.glob("replay/*/*.so")
@@ -61,6 +62,25 @@ def test_a_corrupted_replay_library_in_the_cache_is_rebuilt_not_run(tmp_path):
     lib.write_bytes(built[: len(built) // 2])  # truncated
     assert replay.load(compiler).buffers == 32
     assert entry.holds(replay.source_text())
+
+
+def test_the_runtime_built_at_set_up_is_loaded_verified_before_the_cache(tmp_path, monkeypatch):
+    installed = tmp_path / "built"
+    stale = installed / "00" / ("0" * 32 + ".so")
+    stale.parent.mkdir(parents=True)
+    stale.write_bytes(b"an earlier source's library")
+    monkeypatch.setattr(replay, "INSTALLED", installed)
+    lib = replay.install(installed)
+    assert not stale.exists(), "an earlier source's entry stays"
+    assert replay.install(installed) == lib and lib.is_file()
+    compiler = Compiler(tmp_path / "cache")
+    assert replay.load(compiler).buffers == 32
+    assert not list(compiler.directory.glob("replay/*/*.so")), "the cache built its own"
+    source = tmp_path / "impostor.c"
+    source.write_text(IMPOSTOR)
+    subprocess.run([c_compiler(), *replay.FLAGS, "-o", lib, source], check=True)
+    assert replay.load(compiler).buffers == 32, "the impostor was run"
+    assert list(compiler.directory.glob("replay/*/*.so")), "not built into the cache"
 
 
 def test_without_a_c_compiler_the_runtime_is_refused_with_e0004(tmp_path, monkeypatch):
