@@ -16,12 +16,13 @@ MLIR backend. Two measurements, each in fresh processes with a temporary kernel 
 - `--split`: each kernel compiled in this process one phase at a time, alone (as a
   kernel asked for alone is, a library of its own) and together (one module, one
   object, one link): its text made (`source`), parsed, lowered by
-  `stages.LLVM_PIPELINE` (`llvm passes`), LLVM's optimization at O3 (the
-  ExecutionEngine's construction, `llvm O3`), code generation (`codegen`, writing the
-  object), the `cc` link and the `dlopen` (with the symbols looked up).
+  `stages.LLVM_PIPELINE` (`llvm passes`), LLVM's optimization at `--opt` (presk's
+  `objects.OPT_LEVEL` unless given; the ExecutionEngine's construction, `llvm opt`),
+  code generation (`codegen`, writing the object), the `cc` link and the `dlopen` (with
+  the symbols looked up).
 
     python bench/compile_time.py [--realize f32] [--repeat 3] [--workers N] [--split]
-                                 [--opt 3]
+                                 [--opt N]
 """
 
 from __future__ import annotations
@@ -151,21 +152,23 @@ def cold_and_warm(realize: str, repeat: int, workers: int) -> None:
         print(f"  {phase} call at its min (s): {split}")
 
 
-def split(realize: str, opt: int) -> None:
+def split(realize: str, opt: int | None) -> None:
     """Each phase of compiling the step's kernels, alone and together, in this process."""
     from mlir import ir
     from mlir.execution_engine import ExecutionEngine
 
     from presk import stages
     from presk.backends import native
+    from presk.backends.objects import OPT_LEVEL
     from presk.toolchain import mlir_runtime_lib
 
+    opt = OPT_LEVEL if opt is None else opt
     backend = tiny_step(realize).backend
     ops = backend.kernel_ops
     libs = [mlir_runtime_lib("libmlir_float16_utils.so")]
 
     def phases(groups: list[list[tuple[str, ir.Operation]]], tmp: Path) -> dict[str, float]:
-        t = dict.fromkeys(["source", "parse", "llvm passes", "llvm O3", "codegen"], 0.0)
+        t = dict.fromkeys(["source", "parse", "llvm passes", "llvm opt", "codegen"], 0.0)
         t |= {"link": 0.0, "dlopen": 0.0}
         for i, group in enumerate(groups):
             start = time.perf_counter()
@@ -184,7 +187,7 @@ def split(realize: str, opt: int) -> None:
             t["llvm passes"] += time.perf_counter() - mark
             mark = time.perf_counter()
             engine = ExecutionEngine(module, opt_level=opt, shared_libs=libs, enable_pic=True)
-            t["llvm O3"] += time.perf_counter() - mark
+            t["llvm opt"] += time.perf_counter() - mark
             mark = time.perf_counter()
             obj = tmp / f"{i}.o"
             engine.dump_to_object_file(str(obj))
@@ -217,7 +220,7 @@ def main() -> None:
     p.add_argument("--realize", default="f32")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--split", action="store_true", help="also split each phase, in process")
-    p.add_argument("--opt", type=int, default=3, help="the opt level of --split")
+    p.add_argument("--opt", type=int, help="the opt level of --split (presk's own if not given)")
     p.add_argument(
         "--workers", type=int, default=0, help="processes compiling a bundle (default: the cores)"
     )
