@@ -13,7 +13,12 @@ so the walk never visits them.
 
 `bytes` is the width of a vector register (0: this machine's; lit tests fix it); a
 kernel's lanes are that width over its arithmetic type's size (f64: 8 bytes; f32 and
-bf16, computed in f32: 4).
+bf16, computed in f32: 4). A loop whose body has a chain of at least `DEEP` dependent
+operations (presk's exp and erf: polynomials of degree 11 and 22) takes `CHAINS` times
+as many lanes where its extent is a multiple of them: each op then waits on the one
+before it for several cycles, and one vector (two registers of f64) an iteration left
+the core's arithmetic units mostly idle; four give LLVM independent chains to
+interleave (the corpus GPT's gelu 15 % faster a call). Still op for op: no bit changes.
 """
 
 from __future__ import annotations
@@ -40,6 +45,8 @@ from presk.kernel.machine import MACHINES
 from presk.toolchain import vector_bytes
 
 _LOADS = ("affine.load",)
+DEEP = 24
+CHAINS = (4, 2)
 _STORES = ("affine.store",)
 
 
@@ -60,8 +67,28 @@ class PskVectorize(Pass):
 def _vectorize_contiguous(lanes: int, loop, rewriter) -> bool:
     if not _vectorizable(loop, lanes):
         return False
-    _vectorize(loop, lanes)
+    _vectorize(loop, _chained(loop, lanes))
     return True
+
+
+def _chained(loop, lanes: int) -> int:
+    """The lanes of `loop`: `lanes` times the most `CHAINS` that divide its constant
+    extent, where its body is `DEEP` (else `lanes`)."""
+    found = constant_bounds(loop)
+    if found is None or _depth(loop) < DEEP:
+        return lanes
+    extent = found[1] - found[0]
+    return next((lanes * n for n in CHAINS if extent % (lanes * n) == 0), lanes)
+
+
+def _depth(loop) -> int:
+    """The longest chain of dependent operations in `loop`'s body."""
+    depth: dict = {}
+    for op in body_ops(loop)[:-1]:
+        d = 1 + max((depth.get(v, 0) for v in op.operands), default=0)
+        for r in op.results:
+            depth[r] = d
+    return max(depth.values(), default=0)
 
 
 def _iv_position(op, iv) -> int | None:

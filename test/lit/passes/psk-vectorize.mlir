@@ -42,6 +42,16 @@
 // CHECK-LABEL: func.func @k3.kept(
 // CHECK-NOT:     vector
 
+// CHECK-LABEL: func.func @k4.deep(
+// CHECK:         affine.for %{{.*}} = 0 to 64 step 32 {
+// CHECK-NEXT:      affine.vector_load %arg0[%{{.*}}] : memref<64xf32>, vector<32xf32>
+// CHECK-NOT:     affine.for
+// CHECK-LABEL: func.func @k5.deep(
+// CHECK:         affine.for %{{.*}} = 0 to 48 step 16 {
+// CHECK-NEXT:      affine.vector_load %arg0[%{{.*}}] : memref<48xf32>, vector<16xf32>
+// CHECK-NOT:     affine.for
+// CHECK:         return
+
 // Registers one f32 wide have no lanes to fill.
 // NARROW-NOT: vector
 
@@ -102,6 +112,73 @@ module {
       affine.for %j = 0 to 4 {
         %x = affine.load %arg0[%i, %j] : memref<16x16xf32>
         affine.store %x, %arg1[%i, %j] : memref<16x16xf32>
+      } {psk_kernel.parallel}
+    } {psk_kernel.parallel}
+    return
+  }
+  // A chain of 25 dependent operations (a load, 23 products, a store): four vectors an
+  // iteration where they divide the extent (64 = 2 · 32), else two (48 = 3 · 16), so the
+  // core has independent chains to interleave.
+  func.func @k4.deep(%arg0: memref<64xf32>, %arg1: memref<64xf32>, %lo: index, %hi: index) attributes {psk_kernel.kernel = "pow", psk_kernel.type = "f32", psk_kernel.split = 1 : i64, psk_kernel.work = 1 : i64} {
+    affine.for %i = %lo to %hi {
+      affine.for %j = 0 to 64 {
+        %x = affine.load %arg0[%j] : memref<64xf32>
+        %m0 = arith.mulf %x, %x : f32
+        %m1 = arith.mulf %m0, %x : f32
+        %m2 = arith.mulf %m1, %x : f32
+        %m3 = arith.mulf %m2, %x : f32
+        %m4 = arith.mulf %m3, %x : f32
+        %m5 = arith.mulf %m4, %x : f32
+        %m6 = arith.mulf %m5, %x : f32
+        %m7 = arith.mulf %m6, %x : f32
+        %m8 = arith.mulf %m7, %x : f32
+        %m9 = arith.mulf %m8, %x : f32
+        %m10 = arith.mulf %m9, %x : f32
+        %m11 = arith.mulf %m10, %x : f32
+        %m12 = arith.mulf %m11, %x : f32
+        %m13 = arith.mulf %m12, %x : f32
+        %m14 = arith.mulf %m13, %x : f32
+        %m15 = arith.mulf %m14, %x : f32
+        %m16 = arith.mulf %m15, %x : f32
+        %m17 = arith.mulf %m16, %x : f32
+        %m18 = arith.mulf %m17, %x : f32
+        %m19 = arith.mulf %m18, %x : f32
+        %m20 = arith.mulf %m19, %x : f32
+        %m21 = arith.mulf %m20, %x : f32
+        %m22 = arith.mulf %m21, %x : f32
+        affine.store %m22, %arg1[%j] : memref<64xf32>
+      } {psk_kernel.parallel}
+    } {psk_kernel.parallel}
+    return
+  }
+  func.func @k5.deep(%arg0: memref<48xf32>, %arg1: memref<48xf32>, %lo: index, %hi: index) attributes {psk_kernel.kernel = "pow", psk_kernel.type = "f32", psk_kernel.split = 1 : i64, psk_kernel.work = 1 : i64} {
+    affine.for %i = %lo to %hi {
+      affine.for %j = 0 to 48 {
+        %x = affine.load %arg0[%j] : memref<48xf32>
+        %m0 = arith.mulf %x, %x : f32
+        %m1 = arith.mulf %m0, %x : f32
+        %m2 = arith.mulf %m1, %x : f32
+        %m3 = arith.mulf %m2, %x : f32
+        %m4 = arith.mulf %m3, %x : f32
+        %m5 = arith.mulf %m4, %x : f32
+        %m6 = arith.mulf %m5, %x : f32
+        %m7 = arith.mulf %m6, %x : f32
+        %m8 = arith.mulf %m7, %x : f32
+        %m9 = arith.mulf %m8, %x : f32
+        %m10 = arith.mulf %m9, %x : f32
+        %m11 = arith.mulf %m10, %x : f32
+        %m12 = arith.mulf %m11, %x : f32
+        %m13 = arith.mulf %m12, %x : f32
+        %m14 = arith.mulf %m13, %x : f32
+        %m15 = arith.mulf %m14, %x : f32
+        %m16 = arith.mulf %m15, %x : f32
+        %m17 = arith.mulf %m16, %x : f32
+        %m18 = arith.mulf %m17, %x : f32
+        %m19 = arith.mulf %m18, %x : f32
+        %m20 = arith.mulf %m19, %x : f32
+        %m21 = arith.mulf %m20, %x : f32
+        %m22 = arith.mulf %m21, %x : f32
+        affine.store %m22, %arg1[%j] : memref<48xf32>
       } {psk_kernel.parallel}
     } {psk_kernel.parallel}
     return
