@@ -14,11 +14,13 @@ so the walk never visits them.
 `bytes` is the width of a vector register (0: this machine's; lit tests fix it); a
 kernel's lanes are that width over its arithmetic type's size (f64: 8 bytes; f32 and
 bf16, computed in f32: 4). A loop whose body has a chain of at least `DEEP` dependent
-operations (presk's exp and erf: polynomials of degree 11 and 22) takes `CHAINS` times
-as many lanes where its extent is a multiple of them: each op then waits on the one
-before it for several cycles, and one vector (two registers of f64) an iteration left
-the core's arithmetic units mostly idle; four give LLVM independent chains to
-interleave (the corpus GPT's gelu 15 % faster a call). Still op for op: no bit changes.
+operations (presk's exp and erf: polynomials of degree 11 and 22) but fewer than
+`CHAINS` such chains side by side takes up to four times as many lanes, where its extent
+is a multiple of them: each op waits on the one before it for several cycles, and one
+vector (two registers of f64) an iteration left the core's arithmetic units mostly
+idle; four give LLVM independent chains to interleave (the corpus GPT's gelu 15 %
+faster a call; its softmax, four rows at a time already, no faster). Still op for op:
+no bit changes.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from presk.toolchain import vector_bytes
 
 _LOADS = ("affine.load",)
 DEEP = 24
-CHAINS = (4, 2)
+CHAINS = 4
 _STORES = ("affine.store",)
 
 
@@ -72,19 +74,24 @@ def _vectorize_contiguous(lanes: int, loop, rewriter) -> bool:
 
 
 def _chained(loop, lanes: int) -> int:
-    """The lanes of `loop`: `lanes` times the most `CHAINS` that divide its constant
-    extent, where its body is `DEEP` (else `lanes`)."""
+    """The lanes of `loop`: where its body is `DEEP` and holds fewer than `CHAINS`
+    independent chains of its own (about its ops over its depth: the softmax's four rows
+    are four), `lanes` times the most of 4 and 2 that makes up for them and divides its
+    constant extent; else `lanes`."""
     found = constant_bounds(loop)
-    if found is None or _depth(loop) < DEEP:
+    ops = body_ops(loop)[:-1]
+    depth = _depth(ops)
+    if found is None or depth < DEEP:
         return lanes
+    wanted = CHAINS // max(1, len(ops) // depth)
     extent = found[1] - found[0]
-    return next((lanes * n for n in CHAINS if extent % (lanes * n) == 0), lanes)
+    return next((lanes * n for n in (4, 2) if n <= wanted and extent % (lanes * n) == 0), lanes)
 
 
-def _depth(loop) -> int:
-    """The longest chain of dependent operations in `loop`'s body."""
+def _depth(ops) -> int:
+    """The longest chain of dependent operations among `ops`."""
     depth: dict = {}
-    for op in body_ops(loop)[:-1]:
+    for op in ops:
         d = 1 + max((depth.get(v, 0) for v in op.operands), default=0)
         for r in op.results:
             depth[r] = d

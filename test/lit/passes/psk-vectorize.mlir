@@ -50,6 +50,10 @@
 // CHECK:         affine.for %{{.*}} = 0 to 48 step 16 {
 // CHECK-NEXT:      affine.vector_load %arg0[%{{.*}}] : memref<48xf32>, vector<16xf32>
 // CHECK-NOT:     affine.for
+// CHECK-LABEL: func.func @k6.rows(
+// CHECK:         affine.for %{{.*}} = 0 to 64 step 16 {
+// CHECK-NEXT:      affine.vector_load %arg0[0, %{{.*}}] : memref<2x64xf32>, vector<16xf32>
+// CHECK-NOT:     affine.for
 // CHECK:         return
 
 // Registers one f32 wide have no lanes to fill.
@@ -179,6 +183,64 @@ module {
         %m21 = arith.mulf %m20, %x : f32
         %m22 = arith.mulf %m21, %x : f32
         affine.store %m22, %arg1[%j] : memref<48xf32>
+      } {psk_kernel.parallel}
+    } {psk_kernel.parallel}
+    return
+  }
+  // Two such chains side by side, one a row: twice the lanes make up the four.
+  func.func @k6.rows(%arg0: memref<2x64xf32>, %arg1: memref<2x64xf32>, %lo: index, %hi: index) attributes {psk_kernel.kernel = "pow", psk_kernel.type = "f32", psk_kernel.split = 1 : i64, psk_kernel.work = 1 : i64} {
+    affine.for %i = %lo to %hi {
+      affine.for %j = 0 to 64 {
+        %a = affine.load %arg0[0, %j] : memref<2x64xf32>
+        %b = affine.load %arg0[1, %j] : memref<2x64xf32>
+        %a0 = arith.mulf %a, %a : f32
+        %a1 = arith.mulf %a0, %a : f32
+        %a2 = arith.mulf %a1, %a : f32
+        %a3 = arith.mulf %a2, %a : f32
+        %a4 = arith.mulf %a3, %a : f32
+        %a5 = arith.mulf %a4, %a : f32
+        %a6 = arith.mulf %a5, %a : f32
+        %a7 = arith.mulf %a6, %a : f32
+        %a8 = arith.mulf %a7, %a : f32
+        %a9 = arith.mulf %a8, %a : f32
+        %a10 = arith.mulf %a9, %a : f32
+        %a11 = arith.mulf %a10, %a : f32
+        %a12 = arith.mulf %a11, %a : f32
+        %a13 = arith.mulf %a12, %a : f32
+        %a14 = arith.mulf %a13, %a : f32
+        %a15 = arith.mulf %a14, %a : f32
+        %a16 = arith.mulf %a15, %a : f32
+        %a17 = arith.mulf %a16, %a : f32
+        %a18 = arith.mulf %a17, %a : f32
+        %a19 = arith.mulf %a18, %a : f32
+        %a20 = arith.mulf %a19, %a : f32
+        %a21 = arith.mulf %a20, %a : f32
+        %a22 = arith.mulf %a21, %a : f32
+        %b0 = arith.mulf %b, %b : f32
+        %b1 = arith.mulf %b0, %b : f32
+        %b2 = arith.mulf %b1, %b : f32
+        %b3 = arith.mulf %b2, %b : f32
+        %b4 = arith.mulf %b3, %b : f32
+        %b5 = arith.mulf %b4, %b : f32
+        %b6 = arith.mulf %b5, %b : f32
+        %b7 = arith.mulf %b6, %b : f32
+        %b8 = arith.mulf %b7, %b : f32
+        %b9 = arith.mulf %b8, %b : f32
+        %b10 = arith.mulf %b9, %b : f32
+        %b11 = arith.mulf %b10, %b : f32
+        %b12 = arith.mulf %b11, %b : f32
+        %b13 = arith.mulf %b12, %b : f32
+        %b14 = arith.mulf %b13, %b : f32
+        %b15 = arith.mulf %b14, %b : f32
+        %b16 = arith.mulf %b15, %b : f32
+        %b17 = arith.mulf %b16, %b : f32
+        %b18 = arith.mulf %b17, %b : f32
+        %b19 = arith.mulf %b18, %b : f32
+        %b20 = arith.mulf %b19, %b : f32
+        %b21 = arith.mulf %b20, %b : f32
+        %b22 = arith.mulf %b21, %b : f32
+        affine.store %a22, %arg1[0, %j] : memref<2x64xf32>
+        affine.store %b22, %arg1[1, %j] : memref<2x64xf32>
       } {psk_kernel.parallel}
     } {psk_kernel.parallel}
     return
