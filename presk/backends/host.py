@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 
 import gmpy2
 import numpy as np
@@ -107,7 +108,7 @@ class Host:
         """The function that runs `op`: `handler(op, ins, ctx, path) -> value`."""
         if op.prim is not None or op.name == "psk_kernel.launch":
             return self._compute
-        found = getattr(self, "_" + op.name.replace(".", "_"), None)
+        found = getattr(self, _handler_name(op.name), None)
         if found is None:
             raise AssertionError(f"the host cannot run {op.name}")
         return found
@@ -168,6 +169,13 @@ class Host:
         raise UsageError(f"{op.name} must be expanded by the psk-vjp pass before it runs")
 
     _psk_vjp = _psk_grad
+
+
+@cache
+def _handler_name(name: str) -> str:
+    """The method that runs ops named `name` (`psk.field`: `_psk_field`), made once a name:
+    a program has thousands of ops and a few dozen names."""
+    return "_" + name.replace(".", "_")
 
 
 def _layers(stack: Value) -> int:
