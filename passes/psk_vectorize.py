@@ -47,9 +47,9 @@ from presk.kernel.machine import MACHINES
 from presk.toolchain import vector_bytes
 
 _LOADS = ("affine.load",)
-DEEP = 24
-CHAINS = 4
 _STORES = ("affine.store",)
+DEEP = 24  # a chain of dependent operations this long leaves the core waiting on latency
+CHAINS = 4  # the independent chains a deep body is given, by more lanes
 
 
 @dataclass(frozen=True)
