@@ -45,7 +45,7 @@ class TensorType:
     def names(self) -> tuple[str | None, ...]:
         return tuple(a.name for a in self.axes)
 
-    @property
+    @cached_property
     def rank(self) -> int:
         return len(self.axes)
 

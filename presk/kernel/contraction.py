@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 from mlir import ir
 
@@ -103,7 +104,8 @@ class Nest:
     c: Contraction
     out: TensorType
 
-    @property
+    # read hundreds of thousands of times as the cost model prices a module's layouts
+    @cached_property
     def rank(self) -> int:
         return self.out.rank
 
@@ -111,15 +113,15 @@ class Nest:
     def lead(self) -> list[int]:
         return list(self.out.shape[: max(0, self.rank - 2)])
 
-    @property
+    @cached_property
     def i(self) -> int:
         return self.out.shape[-2] if self.rank >= 2 else 1
 
-    @property
+    @cached_property
     def j(self) -> int:
         return self.out.shape[-1] if self.rank >= 1 else 1
 
-    @property
+    @cached_property
     def k(self) -> int:
         return math.prod(self.c.ksizes)
 
