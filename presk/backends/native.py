@@ -37,6 +37,7 @@ import ctypes
 import hashlib
 import importlib.metadata
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -70,6 +71,8 @@ BUNDLES = "bundles"  # the cache's folder of bundles
 # LLVM keeps a bf16 value that lives across blocks in f32 and rounds it back with
 # __truncsfbf2 (exact there: the value is a bf16 already), from MLIR's runtime library.
 _RUNTIME = os.path.dirname(mlir_runtime_lib("libmlir_float16_utils.so"))
+# the symbols a link may alias (`--defsym=a=b` reads an expression: no `-`, no spaces)
+_LINKER_NAME = re.compile(r"[A-Za-z_.][A-Za-z0-9_.]*")
 _LIBS = ["-lm", f"-L{_RUNTIME}", "-lmlir_float16_utils", f"-Wl,-rpath,{_RUNTIME}"]
 
 
@@ -347,10 +350,21 @@ def _build(
     kernels: list[tuple[str, str]], ctx: ir.Context, so: Path, workers: int = 1, advance=None
 ) -> None:
     """The library `so` of `kernels`, (symbol, `kernel_source`) pairs: their object files,
-    written beside it by `workers` processes, linked."""
+    written beside it by `workers` processes, linked. A kernel whose source an earlier one
+    has (a tiny MiniGPT step's 150 have 144 sources) is not compiled again: the link makes
+    its symbol another name of the earlier one's code, which is that source's code."""
     cc = c_compiler()
-    objects = write_objects(kernels, ctx, so.parent, workers, advance or (lambda n: None))
-    argv = [cc, "-shared", "-o", so, *objects, *_LIBS]
+    advance = advance or (lambda n: None)
+    first: dict[str, str] = {}  # a source's first symbol (a name the linker reads as one)
+    code = {  # each symbol's code: its own, or the first's of its source
+        symbol: first.setdefault(text, symbol) if _LINKER_NAME.fullmatch(symbol) else symbol
+        for symbol, text in kernels
+    }
+    distinct = [(symbol, text) for symbol, text in kernels if code[symbol] == symbol]
+    objects = write_objects(distinct, ctx, so.parent, workers, advance)
+    advance(len(kernels) - len(distinct))
+    names = [f"-Wl,--defsym={symbol}={of}" for symbol, of in code.items() if symbol != of]
+    argv = [cc, "-shared", "-o", so, *objects, *names, *_LIBS]
     link = subprocess.run(argv, capture_output=True, text=True)
     if link.returncode != 0:
         said = (link.stderr.strip().splitlines() or [f"exit status {link.returncode}"])[-1]
