@@ -145,29 +145,21 @@ def test_kernels_compiled_together_give_the_bits_of_each_compiled_alone(realize,
     assert len({n.path for n in natives}) == len(texts)  # a library for each kernel
 
 
-def test_a_bundle_compiles_each_source_once_and_links_its_repeats_to_that_code(
-    tmp_path, monkeypatch
-):
-    core = presk.load("tutorial/05_minigpt.psk").elaborate(
-        "MiniGPT{64, 16, 2, 2}.loss", dims={"B": 2, "T": 8}, train_step=True
-    )
-    compiled_symbols, write = [], native.write_objects
+def test_a_bundle_compiles_each_text_once_and_links_its_repeats_to_that_code(tmp_path, monkeypatch):
+    ops = _linear(Compiler(tmp_path)).backend.kernel_ops
+    (one, f), (other, g) = ops.items()
+    text, other_text = native.kernel_source(f), native.kernel_source(g)
+    compiled, write = [], native.write_objects
 
     def counted(kernels, *args, **kwargs):
-        compiled_symbols.extend(symbol for symbol, _ in kernels)
+        compiled.extend(symbol for symbol, _ in kernels)
         return write(kernels, *args, **kwargs)
 
     monkeypatch.setattr(native, "write_objects", counted)
-    compiled = core.lower("f32").compile("mlir", threads=1)
-    compiled.backend.compiler = Compiler(tmp_path)
-    compiled.drawn(0)()
-    backend = compiled.backend
-    names_of: dict[str, list[str]] = {}
-    for name in backend.kernels:
-        names_of.setdefault(native.kernel_source(backend.kernel_ops[name]), []).append(name)
-    assert len(names_of) < len(backend.kernels), "the step has kernels of one source"
-    assert len(compiled_symbols) == len(names_of)  # one of each source's names
-    assert all(len(set(names) & set(compiled_symbols)) == 1 for names in names_of.values())
-    for names in names_of.values():  # every name loads, a repeat at its first's code
-        fns = [backend.kernels[name].native.fn for name in names]
-        assert len({ctypes.c_void_p.from_buffer(fn).value for fn in fns}) == 1, names
+    so = tmp_path / "bundle.so"
+    kernels = [(one, text), (f"{one}.again", text), (other, other_text), (f"{one}.3", text)]
+    native._build(kernels, f.context, so)
+    assert compiled == [one, other]
+    fns = native._load(so, {symbol: native.buffers(f) for symbol, _ in kernels})
+    address = {symbol: ctypes.c_void_p.from_buffer(fn).value for symbol, fn in fns.items()}
+    assert address[one] == address[f"{one}.again"] == address[f"{one}.3"] != address[other]
