@@ -1,6 +1,6 @@
 """psk-keep-libm-calls: the C library functions kernels call stay calls, unfolded.
 
-LLVM knows the C library: at opt level 3 it rewrites pow(x, 2) as x·x, pow(x, 0.5) as a
+LLVM knows the C library: at opt level 2 or 3 it rewrites pow(x, 2) as x·x, pow(x, 0.5) as a
 square root, pow(2, x) as exp2(x), and folds a call on constants with its own
 arithmetic. glibc's pow is not correctly rounded, so each rewrite may change a result's
 last bit against the kernel evaluator, which calls the C library. This pass marks every

@@ -2,7 +2,7 @@
 
 An affine-stage kernel is copied into a module of its own under the name `kernel`
 (`kernel_source`), compiled to an object file (presk/backends/objects.py: lowered by
-`stages.LLVM_PIPELINE`, compiled by MLIR's ExecutionEngine at opt level 3 for this
+`stages.LLVM_PIPELINE`, compiled by MLIR's ExecutionEngine at opt level 2 for this
 machine's CPU) and linked by the system C compiler (`cc -shared`, with the C library's
 libm and MLIR's float16 runtime) into a shared library that ctypes loads. ctypes releases
 the GIL for the call, so workers run kernels in parallel.
