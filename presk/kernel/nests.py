@@ -1,6 +1,7 @@
 """Loop-nest patterns the primitives' kernels are made of.
 
-- `loops`: a perfect nest of parallel loops, one per axis.
+- `loops`: a perfect nest of parallel loops, one per axis; `grouped_loops`, the same with
+  the last stepping over several outputs an iteration.
 - `accumulate`: a sum (or any scan) over several axes as nested sequential loops in
   row-major order, the running value carried in registers.
 - `Contraction`: what Σ_k a·b reads, which presk/kernel/contraction.py builds at any
@@ -21,6 +22,21 @@ def loops(kb: KernelBuilder, sizes, parallel: bool = True):
     """Nested loops over `sizes`, yielding their indices outermost first."""
     with ExitStack() as stack:
         yield [stack.enter_context(kb.loop(n, parallel)) for n in sizes]
+
+
+# Outputs a reduction's nest computes together: their chains of dependent operations (each
+# output's own, an element at a time in order) interleave, where one output's would leave
+# the core waiting on each step. Each output's operations are the same, so are its bits.
+TOGETHER = 4
+
+
+@contextmanager
+def grouped_loops(kb: KernelBuilder, sizes, together: int = TOGETHER):
+    """Parallel loops over `sizes`, the last stepped by `together` where its size is a
+    multiple of it (else by 1): yields the index lists of the outputs an iteration covers."""
+    r = together if sizes and sizes[-1] % together == 0 else 1
+    with loops(kb, [*sizes[:-1], sizes[-1] // r] if sizes else []) as o:
+        yield [o] if r == 1 else [[*o[:-1], kb.iadd(kb.imul(o[-1], r), q)] for q in range(r)]
 
 
 def accumulate(kb: KernelBuilder, sizes, inits, step):

@@ -6,23 +6,14 @@ exponentials). softmax's nest lives here, not with its primitive, because the la
 from __future__ import annotations
 
 from presk.ir.types import TensorType
-from presk.kernel.nests import accumulate, aligned_index, loops
-
-# Rows a softmax nest computes together: their maxima's and sums' chains of dependent
-# operations (a row's run an element at a time, in order) interleave, where one row's
-# would leave the core waiting on each step. Each row's operations are the same, so are
-# its bits.
-ROWS = 4
+from presk.kernel.nests import TOGETHER, accumulate, aligned_index, grouped_loops
 
 
 def row_kernel(kb, x: TensorType, axis: int, body, together: int = 1) -> None:
     """`body(rows, at, n)` for each `together` rows of `x` (the first operand) along `axis`,
-    the other axes parallel, the last of them stepped by `together` (one row at a time
-    where its size is not a multiple): `rows` are the rows' indices over the other axes,
-    `at(o, j)` the index of row o's element j, n the row's length."""
+    the other axes parallel (`grouped_loops`): `rows` are the rows' indices over the other
+    axes, `at(o, j)` the index of row o's element j, n the row's length."""
     rest = [i for i in range(x.rank) if i != axis]
-    sizes = [x.axes[i].size for i in rest]
-    r = together if sizes and sizes[-1] % together == 0 else 1
 
     def at(o, j):
         idx = [None] * x.rank
@@ -31,8 +22,7 @@ def row_kernel(kb, x: TensorType, axis: int, body, together: int = 1) -> None:
         idx[axis] = j
         return idx
 
-    with loops(kb, sizes[:-1] + [sizes[-1] // r] if sizes else []) as o:
-        rows = [o] if r == 1 else [o[:-1] + [kb.iadd(kb.imul(o[-1], r), q)] for q in range(r)]
+    with grouped_loops(kb, [x.axes[i].size for i in rest], together) as rows:
         body(rows, at, x.axes[axis].size)
 
 
@@ -82,8 +72,8 @@ def row_max_and_exp_sum(kb, n, value):
 def softmax_nest(kb, in_types: list[TensorType], axis: int, form: str) -> None:
     """softmax's nest in one of its forms, both exact: `three-pass` (the maximum, Σ exp(x −
     m), then exp(x − m) / s, the exponentials computed again) or `two-pass` (the maximum,
-    then each exp(x − m) computed once into a scratch row, summed, and divided); ROWS rows
-    at a time."""
+    then each exp(x − m) computed once into a scratch row, summed, and divided); TOGETHER
+    rows at a time."""
     masked = len(in_types) == 2
     mask_t = in_types[1] if masked else None
 
@@ -122,4 +112,4 @@ def softmax_nest(kb, in_types: list[TensorType], axis: int, form: str) -> None:
             for q, o in enumerate(os):
                 kb.store(kb.div(terms[q](j), sums[q]), at(o, j))
 
-    row_kernel(kb, in_types[0], axis, rows, ROWS)
+    row_kernel(kb, in_types[0], axis, rows, TOGETHER)

@@ -8,10 +8,12 @@ equal maxima, an index tensor.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from presk.ir.types import TensorType
-from presk.kernel.nests import accumulate, loops
+from presk.kernel.nests import accumulate, grouped_loops, loops
 from presk.prims import exact
 from presk.prims.base import Apply, Prim, TypingError, axis_position, one_axis, without
 
@@ -146,34 +148,40 @@ def _full_index(rank: int, kept: list[int], out_idx, red: list[int], red_idx):
 
 
 def _reduce_kernel(kind: str):
+    """Each output's terms in increasing index order, `TOGETHER` outputs an iteration
+    (`grouped_loops`), their chains interleaved."""
+
     def lower(kb, ap: Apply) -> None:
         x = ap.in_types[0]
         red = sorted(ap.attrs["axes"])
         kept = [i for i in range(x.rank) if i not in red]
         sizes = [x.axes[i].size for i in red]
-        with loops(kb, [x.axes[i].size for i in kept]) as o:
+        with grouped_loops(kb, [x.axes[i].size for i in kept]) as outs:
+
+            def load(o, r):
+                return kb.load(0, _full_index(x.rank, kept, o, red, r))
+
             if kind == "max":  # the first element, then every larger one
-                first = kb.load(
-                    0, _full_index(x.rank, kept, o, red, [kb.index_const(0)] * len(red))
-                )
+                firsts = [load(o, [kb.index_const(0)] * len(red)) for o in outs]
 
-                def step(r, acc):
-                    v = kb.load(0, _full_index(x.rank, kept, o, red, r))
-                    return [kb.select(kb.cmp("ogt", v, acc[0]), v, acc[0])]
+                def larger(r, acc):
+                    vs = [load(o, r) for o in outs]
+                    return [
+                        kb.select(kb.cmp("ogt", v, a), v, a) for v, a in zip(vs, acc, strict=True)
+                    ]
 
-                value = accumulate(kb, sizes, [first], step)[0]
+                values = accumulate(kb, sizes, firsts, larger)
             else:
 
-                def step(r, acc):
-                    return [kb.add(acc[0], kb.load(0, _full_index(x.rank, kept, o, red, r)))]
+                def added(r, acc):
+                    return [kb.add(a, load(o, r)) for o, a in zip(outs, acc, strict=True)]
 
-                value = accumulate(kb, sizes, [kb.const("0")], step)[0]
+                values = accumulate(kb, sizes, [kb.const("0")] * len(outs), added)
                 if kind == "mean":
-                    count = 1
-                    for n in sizes:
-                        count *= n
-                    value = kb.div(value, kb.const(str(count)))
-            kb.store(value, o)
+                    count = kb.const(str(math.prod(sizes)))
+                    values = [kb.div(v, count) for v in values]
+            for o, v in zip(outs, values, strict=True):
+                kb.store(v, o)
 
     return lower
 
