@@ -12,7 +12,9 @@ A kernel whose only top-level work is one parallel loop runs that loop from `lo`
 so the host may split it over threads; it is marked `psk_kernel.split` with the loop's
 trip count (0 on other kernels, which ignore `lo, hi`). A contraction whose layout names
 a split runs the loop at that depth from `lo` to `hi` instead, marked with the layout's
-`psk_kernel.workers`. `psk_kernel.work` estimates the
+`psk_kernel.workers`; where that loop is the one over J's blocks, the loop packing b's
+panels (`psk_kernel.panels`) runs over the same range, so a worker packs only the panels
+it reads. `psk_kernel.work` estimates the
 scalar operations a launch runs, which the host weighs against the cost of splitting.
 """
 
@@ -29,6 +31,7 @@ from presk.ir.ops import python_value, walk_ops
 from presk.kernel.builder import buffer_parts
 from presk.kernel.functions import IMPL, expand
 from presk.kernel.loops import (
+    PANELS,
     PARALLEL,
     constant_bounds,
     constant_index,
@@ -105,8 +108,9 @@ def _affine_for(loop: ir.Operation) -> None:
     lo, hi, step = (constant_index(v) for v in list(loop.operands)[:3])
     with loop.location, ir.InsertionPoint(loop):
         new = affine.AffineForOp(lo, hi, step, list(loop.operands)[3:]).operation
-    if PARALLEL in loop.attributes:
-        new.attributes[PARALLEL] = ir.UnitAttr.get()
+    for mark in (PARALLEL, PANELS):
+        if mark in loop.attributes:
+            new.attributes[mark] = ir.UnitAttr.get()
     move_body(loop, new)
     for a, b in zip(loop.results, new.results, strict=True):
         a.replace_all_uses_with(b)
@@ -240,6 +244,7 @@ def _split(f: ir.Operation, block: ir.Block, lo: ir.Value, hi: ir.Value) -> int:
         if "psk_kernel.layout" in f.attributes
         else {}
     )
+    panels = []  # b's panel loop, where the split loop is the one over J's blocks
     if layout.get("split"):
         depth, workers = layout["split"]
         f.attributes["psk_kernel.workers"] = _i64(workers)
@@ -248,6 +253,9 @@ def _split(f: ir.Operation, block: ir.Block, lo: ir.Value, hi: ir.Value) -> int:
             loops = [o.operation for o in block.operations if o.operation.name == "affine.for"]
             loop = loops[-1]
             block = loop.regions[0].blocks[0]
+        # beside the block loops only when the split is at the first, J's in that order
+        if layout["order"][0] == "J":
+            panels = [o for o in loops[:-1] if PANELS in o.attributes]
     else:
         top = [o.operation for o in block.operations]
         loops = [o for o in top if o.name == "affine.for"]
@@ -258,7 +266,9 @@ def _split(f: ir.Operation, block: ir.Block, lo: ir.Value, hi: ir.Value) -> int:
         return 0
     lower, upper = constant_bounds(loop)
     symbol = ir.AffineMap.get(0, 1, [ir.AffineSymbolExpr.get(0)])
-    rebuild_for(loop, lower=(symbol, [lo]), upper=(symbol, [hi]))
+    for x in [*panels, loop]:  # a worker packs the panels of its own blocks alone
+        assert constant_bounds(x) == (lower, upper), "b's panels are J's blocks"
+        rebuild_for(x, lower=(symbol, [lo]), upper=(symbol, [hi]))
     return upper - lower
 
 

@@ -103,12 +103,15 @@ class KernelBuilder:
             yield
 
     @contextmanager
-    def loop(self, n: int, parallel: bool = True):
-        """`for i in 0..n`, yielding i; ops emitted inside the block go in the loop."""
+    def loop(self, n: int, parallel: bool = True, mark: str | None = None):
+        """`for i in 0..n`, yielding i; ops emitted inside the block go in the loop. `mark`
+        names a unit attribute the loop carries for a later pass."""
         with self._at():
             op = scf.ForOp(self.index_const(0), self.index_const(n), self.index_const(1))
             if parallel:
                 op.attributes["psk_kernel.parallel"] = ir.UnitAttr.get()
+            if mark:
+                op.attributes[mark] = ir.UnitAttr.get()
         self._ips.append(ir.InsertionPoint(op.body))
         try:
             yield op.induction_variable

@@ -35,6 +35,7 @@ from presk.errors import RealizationError
 from presk.ir.ops import python_value
 from presk.ir.types import TensorType, alignment, i64_array
 from presk.kernel.builder import KernelBuilder
+from presk.kernel.loops import PANELS
 from presk.kernel.machine import buffer_tensor
 from presk.kernel.nests import Contraction, accumulate, aligned_index, loops
 from presk.toolchain import default_threads
@@ -309,7 +310,8 @@ class _Tiled:
         which = nest.c.a if name == "a" else nest.c.b
         size, t = (nest.i, self.m) if name == "a" else (nest.j, self.n)
         panel = kb.scratch([size // t, nest.k, t])
-        with kb.loop(size // t) as blk:
+        # b's panels marked: a split over J packs only its own (psk-kernel-to-affine)
+        with kb.loop(size // t, mark=PANELS if name == "b" else None) as blk:
 
             def copy(ks, carried):
                 k = self._flat(ks)

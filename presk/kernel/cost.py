@@ -22,7 +22,8 @@ machine do, counted from the nest's sizes. A tile's k costs the longest of what 
 
 To the tiles' time it adds a k-block's stores and loads of the accumulators; a pack's
 copy (in vectors where the operand's elements are consecutive along the panel's), which
-every worker of a split makes for itself; and handing pieces to the workers.
+every worker of a split makes for itself (of b only its own panels, where the split is
+over J's blocks); and handing pieces to the workers.
 
 A softmax nest (`Rows`) is priced by its exponentials: one an element and a pass in the
 three-pass form, one an element in the two-pass form, which pays instead for a scratch
@@ -148,16 +149,21 @@ def predict(nest: Nest | Rows, layout: Layout, element: int, target: Target) -> 
         return _softmax(nest, layout, element, target)
     lead = math.prod(nest.lead)
     if layout.form == "rowwise":
-        body, traffic, pack = _rowwise(nest, layout, element, target)
+        body, traffic = _rowwise(nest, layout, element, target)
     else:
-        body, traffic, pack = _tiled(nest, layout, element, target)
+        body, traffic = _tiled(nest, layout, element, target)
     total = lead * (body + traffic)
+    pack_a, pack_b = _packs(nest, layout)
     if layout.split is None:
-        return total + lead * pack
+        return total + lead * (pack_a + pack_b)
     depth, workers = layout.split
     share = _share(_trips(nest, layout, depth), workers)
-    # every worker packs for itself the panels above the split
-    return total * share + lead * pack * (share if depth < len(nest.lead) else 1) + SPLIT
+    if depth < len(nest.lead):  # each worker packs for its own leading indices
+        return (total + lead * (pack_a + pack_b)) * share + SPLIT
+    # every worker packs a for itself, and b too but where the split is over J's blocks,
+    # whose panels it packs alone (psk-kernel-to-affine)
+    own_b = share if depth == len(nest.lead) and layout.order[0] == "J" else 1
+    return total * share + lead * (pack_a + pack_b * own_b) + SPLIT
 
 
 def _share(trips: int, workers: int) -> float:
@@ -182,7 +188,7 @@ def _rowwise(nest: Nest, layout: Layout, e: int, target: Target):
     body = i * k * math.ceil(j / w) * (1 + 3 * LOAD)
     b_bytes = k * j * e
     traffic = i * b_bytes * (L2_BYTE if b_bytes <= target.l2 else DRAM_BYTE)
-    return body, traffic, 0.0
+    return body, traffic
 
 
 def _tiled(nest: Nest, layout: Layout, e: int, target: Target):
@@ -221,13 +227,19 @@ def _tiled(nest: Nest, layout: Layout, e: int, target: Target):
     body = tiles * k * per_k
     if layout.kblock:
         body += tiles * (k // kb) * m * vn * 2
-    # a load and a store an element copied, in vectors where the operand's elements are
-    # consecutive along the panel's (LLVM vectorizes that copy), else one by one
+    return body, 0.0
+
+
+def _packs(nest: Nest, layout: Layout) -> tuple[float, float]:
+    """The cycles of packing a and b (0 for an operand not packed): a load and a store an
+    element copied, in vectors where the operand's elements are consecutive along the
+    panel's (LLVM vectorizes that copy), else one by one."""
     copy = 1 + 2 * LOAD
-    pack = (k * j * copy / (w if nest.contiguous_j(nest.c.b) else 1) if packed_b else 0) + (
-        i * k * copy if packed_a else 0
-    )
-    return body, 0.0, pack
+    a = nest.i * nest.k * copy if layout.pack == "ab" else 0.0
+    b = 0.0
+    if "b" in layout.pack:
+        b = nest.k * nest.j * copy / (layout.lanes if nest.contiguous_j(nest.c.b) else 1)
+    return a, b
 
 
 def _strided(nest: Nest, layout: Layout, e: int, target: Target) -> tuple[float, float]:

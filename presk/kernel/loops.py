@@ -16,6 +16,8 @@ from mlir.dialects import affine
 from presk.ir.ops import module_functions
 
 PARALLEL = "psk_kernel.parallel"
+# the loop over the panels a contraction packs its b into (one a block of J)
+PANELS = "psk_kernel.panels"
 
 
 def kernel_funcs(module: ir.Operation) -> list[ir.Operation]:

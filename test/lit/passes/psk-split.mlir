@@ -1,5 +1,7 @@
 // RUN: presk-opt %s --pass-pipeline='builtin.module(psk-tile{m=1 n=4},psk-split{depth=1 workers=1},psk-kernel-to-affine)' | FileCheck %s
 // RUN: not presk-opt %s --pass-pipeline='builtin.module(psk-tile{m=1 n=4},psk-kblock{size=2 order=KIJ},psk-split{depth=0 workers=1})' 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: presk-opt %s --pass-pipeline='builtin.module(psk-tile{m=1 n=4},psk-pack{operands=b},psk-order{order=JI},psk-split{depth=0 workers=1},psk-kernel-to-affine)' | FileCheck %s --check-prefix=OWN
+// RUN: presk-opt %s --pass-pipeline='builtin.module(psk-tile{m=1 n=4},psk-pack{operands=b},psk-split{depth=0 workers=1},psk-kernel-to-affine)' | FileCheck %s --check-prefix=ALL
 // RUN: not presk-opt %s --pass-pipeline='builtin.module(psk-tile{m=1 n=4},psk-split{depth=0 workers=3})' 2>&1 | FileCheck %s --check-prefix=WORKERS
 
 // The loop at depth 1 (the column blocks) runs from lo to hi; the host divides its one
@@ -10,6 +12,15 @@
 // CHECK-SAME:    psk_kernel.workers = 1 : i64
 // CHECK:         affine.for %{{.*}} = 0 to 4 {
 // CHECK-NEXT:      affine.for %{{.*}} = %arg3 to %arg4 {
+
+// Split over J's blocks, a worker packs b's panels of its own blocks alone (the panel
+// loop runs from lo to hi too); split over I's, each worker packs every panel.
+// OWN:         affine.for %{{.*}} = %arg3 to %arg4 {
+// OWN:         } {psk_kernel.panels, psk_kernel.parallel}
+// OWN-NEXT:    affine.for %{{.*}} = %arg3 to %arg4 {
+// ALL:         affine.for %{{.*}} = 0 to 1 {
+// ALL:         } {psk_kernel.panels, psk_kernel.parallel}
+// ALL-NEXT:    affine.for %{{.*}} = %arg3 to %arg4 {
 
 // BAD: error[E7002]: nest k0.dot: layout {{.*}}: a split at depth 0: the loops down to it are not all parallel
 // WORKERS: error[E7002]: nest k0.dot: layout {{.*}}: a split over 3 workers: the machine's {{[0-9]+}}, or half of it
