@@ -11,8 +11,8 @@ help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 12
 
 setup: $(STAMP)  ## create .venv and install presk with its test and lint tools
-	@# the native replay runtime, built once here rather than at a first run (quick if built)
-	@$(BIN)/python -m presk.backends.replay >/dev/null || echo "setup: the replay runtime will be built at first use"
+	@# presk's C libraries (replay runtime, MLIR printer), built once here (quick if built)
+	@$(BIN)/python -m presk.backends.libraries >/dev/null || echo "setup: a C library was not built (the replay runtime is then built at first use)"
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)

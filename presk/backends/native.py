@@ -38,10 +38,8 @@ import hashlib
 import importlib.metadata
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import weakref
@@ -53,9 +51,10 @@ from pathlib import Path
 from mlir import ir
 
 from presk import stages
+from presk.backends.libraries import Entry, c_compiler, cached_library, stored_library
 from presk.backends.objects import OPT_LEVEL, write_objects
+from presk.backends.printer import printer
 from presk.errors import ToolchainError, UsageError
-from presk.fileio import write_atomic
 from presk.toolchain import host_cpu, mlir_runtime_lib
 
 SYMBOL = "kernel"
@@ -109,8 +108,12 @@ def kernel_source(f: ir.Operation) -> str:
 def bundle_source(kernels) -> str:
     """The text an entry's kernel `func.func`s are compiled from together: each as its
     module holds it (its name and presk's attributes kept), in order, one after another (a
-    module of MLIR)."""
-    return "".join(_asm(f) + "\n" for f in kernels)
+    module of MLIR). Printed in C where set-up built the printer (presk/backends/printer.py),
+    else by the bindings: the same text."""
+    kernels = list(kernels)
+    fast = printer()
+    text = fast(kernels) if fast is not None else None
+    return text if text is not None else "".join(_asm(f) + "\n" for f in kernels)
 
 
 def _asm(f: ir.Operation) -> str:
@@ -253,97 +256,6 @@ def _natives(fns: dict, start: float, cached: bool, path: Path | None) -> dict[s
     """A bundle's functions by name as `Native`s, each timed at its share since `start`."""
     share = (time.perf_counter() - start) / len(fns)
     return {name: Native(fn, share, cached, path, name) for name, fn in fns.items()}
-
-
-def cached_library(entry: Entry, text: str, build, load, warn, scratch: str = "presk-kernel-"):
-    """What `load` makes of the library the cache holds for `text`, verified, else of the
-    library `build(path)` writes, stored in the cache (`stored_library`); with the
-    library's cache path (None if not stored) and whether it was a hit."""
-    if entry.holds(text):
-        try:
-            return load(entry.lib), entry.lib, True
-        except OSError:  # a library this installation cannot load: made again
-            pass
-    return (*stored_library(entry, text, build, load, warn, scratch), False)
-
-
-def stored_library(entry: Entry, text: str, build, load, warn, scratch: str = "presk-kernel-"):
-    """What `load` makes of the library `build(path)` writes, stored in the cache as
-    `text`'s (a cache that cannot hold it is told to `warn`), and its cache path (None if
-    not stored). A library is built and loaded in a temporary directory (named `scratch`…),
-    named by its key: the dynamic loader reuses an object loaded from the same path."""
-    with tempfile.TemporaryDirectory(prefix=scratch) as tmp:
-        so = Path(tmp) / entry.lib.name
-        build(so)
-        loaded = load(so)
-        try:
-            entry.store(text, so.read_bytes())
-        except UsageError as e:
-            warn(e)
-            return loaded, None
-    return loaded, entry.lib
-
-
-@dataclass(frozen=True)
-class Entry:
-    """A library's place in the cache: the library, the text it was made from (a kernel's
-    MLIR, or C source: `suffix`) and the library's digest. The digest is written last, so
-    an entry is whole once its digest matches."""
-
-    directory: Path
-    key: str
-    suffix: str = ".mlir"
-
-    @property
-    def lib(self) -> Path:
-        return self.directory / self.key[:2] / f"{self.key}.so"
-
-    @property
-    def text_file(self) -> Path:
-        return self.lib.with_suffix(self.suffix)
-
-    @property
-    def digest_file(self) -> Path:
-        return self.lib.with_suffix(".blake2b")
-
-    def digest_of(self, library: bytes) -> bytes:
-        """Keyed by the kernel's key, so another kernel's library, with its own digest,
-        does not pass for this one."""
-        return hashlib.blake2b(library, key=bytes.fromhex(self.key)).hexdigest().encode()
-
-    def holds(self, text: str) -> bool:
-        """Whether the cache holds this kernel: its text, and a library that matches its
-        digest (read as bytes, so a library damaged in any way is never loaded)."""
-        library = _read_regular(self.lib)
-        return (
-            _read_regular(self.text_file) == text.encode()
-            and library is not None
-            and _read_regular(self.digest_file) == self.digest_of(library)
-        )
-
-    def store(self, text: str, library: bytes) -> None:
-        """Write the entry, each file atomically, so a process reading it while another
-        writes never sees half a file (E0003 if the cache cannot hold it)."""
-        write_atomic(self.lib, library)
-        write_atomic(self.text_file, text)
-        write_atomic(self.digest_file, self.digest_of(library))
-
-
-def _read_regular(path: Path) -> bytes | None:
-    """A regular file's bytes; None if it is missing, unreadable, or something else (a
-    directory, or a FIFO that would block)."""
-    try:
-        return path.read_bytes() if path.is_file() else None
-    except OSError:
-        return None
-
-
-def c_compiler() -> str:
-    """The system C compiler, which links kernels and builds the replay runtime."""
-    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    if cc is None:
-        raise ToolchainError("the mlir backend links native code with a C compiler: install cc")
-    return cc
 
 
 def _build(

@@ -5,34 +5,31 @@ mask, a step a segment runs as it runs a kernel's): `presk_replay(steps, n, regi
 calls each step's kernel in order on the addresses its (region, offset) pairs name, with
 its `lo, hi`; a step's `pieces`, when more than one, run on a pool of native worker
 threads (started on first need, living for the process) and the calling thread. It is
-compiled once with the system C compiler (`-pthread`), keyed by a hash of its source, the
-compiler and its flags: at set-up (`python -m presk.backends.replay`, which `make setup`
-runs) into `INSTALLED` beside this module, else at first need into the kernel cache's
-`replay` folder (presk/backends/native.py). It is verified on every load as a kernel's
-library is: a library damaged or swapped is not run (the cache's is built again). A
-`Segment` is a run of launches a schedule makes one ctypes call of, in place of one call
-a launch.
+one of presk's C libraries (presk/backends/libraries.py), compiled with `-pthread`: at
+set-up into `INSTALLED`, else at first need into the kernel cache's `replay` folder
+(presk/backends/native.py). It is verified on every load as a kernel's library is: a
+library damaged or swapped is not run (the cache's is built again). A `Segment` is a run
+of launches a schedule makes one ctypes call of, in place of one call a launch.
 """
 
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 
-from presk.backends.native import Compiler, Entry, c_compiler, cached_library, stored_library
-from presk.errors import PreskError, ToolchainError
+from presk.backends import libraries
+from presk.backends.libraries import CLibrary, Entry, cached_library
+from presk.backends.native import Compiler
 
 # the runtime's C sources: the replay and its pool, and dropout's draws (draws.c)
-SOURCES = [Path(__file__).with_name("replay.c"), Path(__file__).with_name("draws.c")]
-FLAGS = ["-O2", "-shared", "-fPIC", "-pthread"]
+SOURCES = (Path(__file__).with_name("replay.c"), Path(__file__).with_name("draws.c"))
+FLAGS = ("-O2", "-shared", "-fPIC", "-pthread")
+RUNTIME = CLibrary("the replay runtime", SOURCES, FLAGS)
 # Where set-up builds the runtime, so that a first native run with an empty kernel cache
-# does not wait for `cc` (up to a second beside LLVM's work); only read at run time.
-INSTALLED = Path(__file__).with_name("built")
+# does not wait for `cc` (up to a second beside LLVM's work).
+INSTALLED = libraries.INSTALLED / "replay"
 
 
 class Replay:
@@ -108,78 +105,26 @@ def replay_for(compiler: Compiler) -> Replay:
 def load(compiler: Compiler) -> Replay:
     """The runtime set-up built, verified, else the one in `compiler`'s cache, verified,
     else built and stored there."""
-    source, cc, key = _keyed()
-    installed = Entry(INSTALLED, key, ".c")
-    if installed.holds(source):
-        try:
-            return Replay(ctypes.CDLL(str(installed.lib)))
-        except OSError:  # one this process cannot load: the cache's is used
-            pass
-    library, _, _ = cached_library(
-        Entry(compiler.directory / "replay", key, ".c"),
-        source,
-        lambda so: _build(cc, so),
-        lambda lib: ctypes.CDLL(str(lib)),
-        compiler.warn,
-        "presk-replay-",
-    )
+    library = RUNTIME.installed(INSTALLED)
+    if library is None:  # not set up, or one this process cannot load: the cache's
+        source, cc, key = RUNTIME.keyed()
+        library, _, _ = cached_library(
+            Entry(compiler.directory / "replay", key, ".c"),
+            source,
+            lambda so: RUNTIME.build(cc, so),
+            lambda lib: ctypes.CDLL(str(lib)),
+            compiler.warn,
+            "presk-replay-",
+        )
     return Replay(library)
 
 
-def install(directory: Path = INSTALLED) -> Path:
-    """The runtime built into `directory`, where `load` looks first (unless it holds it
-    already), the entries of earlier sources removed: its library's path."""
-    source, cc, key = _keyed()
-    entry = Entry(directory, key, ".c")
-    if not entry.holds(source):
-
-        def refused(e: PreskError):
-            raise e
-
-        stored_library(entry, source, lambda so: _build(cc, so), ctypes.CDLL, refused)
-    for stale in directory.glob("*/*"):
-        if stale.stem != key and stale.suffix in (".so", ".c", ".blake2b"):
-            stale.unlink()
-    return entry.lib
-
-
-def _keyed() -> tuple[str, str, str]:
-    """The runtime's source, the C compiler, and the key of the library it makes."""
-    source = source_text()
-    cc = c_compiler()
-    key = hashlib.blake2b(
-        "\n".join([_identity(cc), *FLAGS, source]).encode(), digest_size=16
-    ).hexdigest()
-    return source, cc, key
+def install(directory: Path | None = None) -> Path:
+    """The runtime built into `directory` (`INSTALLED`), where `load` looks first: its
+    library's path."""
+    return RUNTIME.install(directory or INSTALLED)
 
 
 def source_text() -> str:
     """The runtime's sources, as the cache holds them beside its library."""
-    return "".join(path.read_text() for path in SOURCES)
-
-
-def _identity(cc: str) -> str:
-    """The compiler's path and its own account of its version."""
-    said = subprocess.run([cc, "--version"], capture_output=True, text=True)
-    return f"{Path(cc).resolve()}\n{said.stdout}"
-
-
-def _build(cc: str, so: Path) -> None:
-    made = subprocess.run([cc, *FLAGS, "-o", so, *SOURCES], capture_output=True, text=True)
-    if made.returncode != 0:
-        said = (made.stderr.strip().splitlines() or [f"exit status {made.returncode}"])[-1]
-        raise ToolchainError(f"{cc} could not build the replay runtime: {said}")
-
-
-def main() -> int:
-    """Set-up's step: the runtime built into INSTALLED (a one-line error if it cannot be)."""
-    try:
-        print(f"replay runtime: {install()}")
-    except PreskError as e:
-        print(e.headline(), file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return RUNTIME.source_text()
