@@ -8,8 +8,8 @@ another's is made again rather than run. Each file is written atomically.
 
 A `CLibrary` is C source of presk's own (the replay runtime, presk/backends/replay.py;
 the MLIR printer, presk/backends/printer.py), compiled with the system C compiler and
-keyed by a hash of its source, the compiler (its path and its own account of its
-version) and the flags. Set-up (`python -m presk.backends.libraries`, which `make setup`
+keyed by a hash of its source, the compiler (its file's resolved path, size and time)
+and the flags. Set-up (`python -m presk.backends.libraries`, which `make setup`
 runs) builds each into its folder of `INSTALLED`, beside this module, where a run looks
 first, verified like a cached library.
 """
@@ -126,9 +126,13 @@ def c_compiler() -> str:
 
 @cache
 def compiler_identity(cc: str) -> str:
-    """The compiler's path and its own account of its version (asked once a process)."""
-    said = subprocess.run([cc, "--version"], capture_output=True, text=True)
-    return f"{Path(cc).resolve()}\n{said.stdout}"
+    """The compiler's file: its resolved path, size and modification time, which an
+    upgrade changes. (Its `--version`, asked of it, took 2-3 ms of every process's first
+    run; a library another build of the compiler made from the same source is still that
+    source's library, so this only decides when one is built again.)"""
+    path = Path(cc).resolve()
+    stat = path.stat()
+    return f"{path}\n{stat.st_size}\n{stat.st_mtime_ns}"
 
 
 @dataclass(frozen=True)
@@ -185,6 +189,9 @@ class CLibrary:
         for stale in directory.glob("*/*"):
             if stale.stem != key and stale.suffix in (".so", ".c", ".blake2b"):
                 stale.unlink()
+        for folder in directory.iterdir():
+            if folder.is_dir() and not any(folder.iterdir()):
+                folder.rmdir()
         return entry.lib
 
 

@@ -160,6 +160,7 @@ class MlirBackend:
         self.unfused = 0  # the launches the same run would make without fusion
         self.natives: dict[str, Native] = {}  # by kernel name: those of its bundle, held
         self._trace: _Trace | None = None  # while a schedule is traced
+        self._element_names: dict = {}  # by element type (`_element_name`)
 
     def call(self, args, ctx: CallContext | None = None, entry: str | None = None):
         ctx = ctx or CallContext()
@@ -179,7 +180,8 @@ class MlirBackend:
         return out
 
     def _compiled(self, f) -> Compiled:
-        elements = [str(a.type.element_type) for a in list(f.regions[0].blocks[0].arguments)[:-2]]
+        buffers = list(f.regions[0].blocks[0].arguments)[:-2]
+        elements = [self._element_name(a.type.element_type) for a in buffers]
         name = f.attributes["sym_name"].value
         native = self.natives.get(name)
         if native is None:
@@ -198,6 +200,15 @@ class MlirBackend:
             native,
             quant_inputs(f),
         )
+
+    def _element_name(self, t) -> str:
+        """An element type's name (`f32`), printed once a type: printing one through the
+        bindings costs microseconds, and a step's 150 kernels have 600 buffers of a few
+        types (types are unique in their context, so equal ones are one key)."""
+        name = self._element_names.get(t)
+        if name is None:
+            name = self._element_names[t] = str(t)
+        return name
 
     def launch_step(self, kernel: Compiled, buffers: list[tuple[int, int]]):
         """The schedule step that launches `kernel` on buffers given as (region, offset)."""
