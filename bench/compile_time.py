@@ -107,7 +107,7 @@ def child(realize: str, workers: int) -> dict:
         "own share": spent["own share"],
         "workers": spent["objects"] - spent["own share"],
         "link": spent["build"] - spent["objects"],
-        "store+load": spent["bundle"] - spent["build"] - spent["bundled"],
+        "store+load": spent["bundle"] - spent["build"],
     }
     parts["trace"] = first - sum(parts.values())
     if not spent["bundle"]:  # else the replay runtime was loaded beside the bundle's LLVM
