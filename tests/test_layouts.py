@@ -159,6 +159,19 @@ def test_a_sample_of_the_layout_space_gives_the_defaults_bits(name, machine, wid
     _assert_exact(name, machine, width, sample + split, site)
 
 
+@WIDTHS
+@pytest.mark.parametrize("machine", TYPES)
+def test_a_split_over_js_blocks_with_b_packed_gives_the_defaults_bits(machine, width):
+    """Split over J's blocks with b packed, each worker packs only its blocks' panels (the
+    panel loop bounded as the split loop, psk-kernel-to-affine): the default's bits."""
+    site, _, nest = _points("Linear's dot", machine, width)
+    lanes = width // MACHINES[machine].arith.itemsize
+    layout = Layout("tiled", (1, lanes), 0, "JI", lanes, "b", (0, default_threads()))
+    check(nest, layout, machine)
+    assert nest.j // lanes >= 2, "J has one block: no worker's panels to leave out"
+    _assert_exact("Linear's dot", machine, width, [layout], site)
+
+
 @pytest.mark.slow
 @WIDTHS
 @pytest.mark.parametrize("machine", TYPES)
