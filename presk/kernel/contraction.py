@@ -169,61 +169,73 @@ def _check_split(layout: Layout, chain: list[bool], refuse) -> None:
         refuse(f"a split over {workers} workers: the machine's {cores}, or half of it")
 
 
+class _Refused(Exception):
+    """Why a nest cannot take a layout (`check` reports it as E7002; `space`, which tries
+    some 1 700 points a nest, only skips the point)."""
+
+
+def _refuse(why: str):
+    raise _Refused(why)
+
+
 def check(nest: Nest, layout: Layout, machine: str, epilogue: Epilogue | None = None) -> None:
     """Refuse a point of the space the nest cannot take (E7002, naming the condition)."""
+    try:
+        _check(nest, layout, machine, epilogue)
+    except _Refused as why:
+        raise RealizationError(f"layout {layout.text()}: {why}", code="E7002") from None
 
-    def refuse(why: str):
-        raise RealizationError(f"layout {layout.text()}: {why}", code="E7002")
 
+def _check(nest: Nest, layout: Layout, machine: str, epilogue: Epilogue | None) -> None:
     if layout.partials > 1:
         if layout.form != "tiled" or layout.kblock:
-            refuse("an interleaved order needs the tiled form without a k-block")
+            _refuse("an interleaved order needs the tiled form without a k-block")
         if nest.k % layout.partials:
-            refuse(f"{layout.partials} interleaved partial sums do not divide K = {nest.k}")
+            _refuse(f"{layout.partials} interleaved partial sums do not divide K = {nest.k}")
     if layout.lanes > 1 and epilogue is not None:
         m = alignment(epilogue.type, nest.out)
         if m[-1] is not None and m[-1] != epilogue.type.rank - 1:
-            refuse("lanes need the bias of the epilogue contiguous along J")
+            _refuse("lanes need the bias of the epilogue contiguous along J")
 
     m, n = layout.tile
     if layout.form not in ("rowwise", "tiled"):
-        refuse(f"form is rowwise or tiled, not {layout.form!r}")
+        _refuse(f"form is rowwise or tiled, not {layout.form!r}")
     if layout.order not in ORDERS or (len(layout.order) == 3) != bool(layout.kblock):
-        refuse("the order is IJ or JI, or with a k-block a permutation of IJK")
+        _refuse("the order is IJ or JI, or with a k-block a permutation of IJK")
     if layout.pack not in PACKS:
-        refuse(f"pack is none, b or ab, not {layout.pack!r}")
+        _refuse(f"pack is none, b or ab, not {layout.pack!r}")
     if layout.form == "rowwise":
         if machine == "bf16":
-            refuse("the row-wise form in bf16 would sum in the bf16 output")
+            _refuse("the row-wise form in bf16 would sum in the bf16 output")
         if layout.kblock:
-            refuse("a k-block needs the tiled form (the row-wise form has no accumulators)")
+            _refuse("a k-block needs the tiled form (the row-wise form has no accumulators)")
         if layout.tile != (1, 1) or layout.pack != "none" or layout.order != "IJ":
-            refuse("the row-wise form has no tile, pack or order")
+            _refuse("the row-wise form has no tile, pack or order")
         if nest.depends(nest.c.a, "j"):
-            refuse("the row-wise form reads operand a once a row, and a varies along J")
+            _refuse("the row-wise form reads operand a once a row, and a varies along J")
     if layout.kblock:
         if machine == "bf16":
-            refuse("a k-block in bf16 would round the partial sums it stores")
+            _refuse("a k-block in bf16 would round the partial sums it stores")
         if nest.k % layout.kblock:
-            refuse(f"the k-block {layout.kblock} does not divide K = {nest.k}")
+            _refuse(f"the k-block {layout.kblock} does not divide K = {nest.k}")
     if nest.i % m or nest.j % n:
-        refuse(f"the tile [{m}, {n}] does not divide [I, J] = [{nest.i}, {nest.j}]")
+        _refuse(f"the tile [{m}, {n}] does not divide [I, J] = [{nest.i}, {nest.j}]")
     if layout.lanes > 1:
         if n % layout.lanes if layout.form == "tiled" else nest.j % layout.lanes:
-            refuse(f"{layout.lanes} lanes do not divide the tile's {n} columns")
+            _refuse(f"{layout.lanes} lanes do not divide the tile's {n} columns")
         packed_b = "b" in layout.pack
         for name, which in (("a", nest.c.a), ("b", nest.c.b)):
             if name == "b" and packed_b:
                 continue
             if nest.depends(which, "j") and not nest.contiguous_j(which):
-                refuse(f"lanes need operand {name} contiguous along J (pack it)")
+                _refuse(f"lanes need operand {name} contiguous along J (pack it)")
     if layout.split:
         blocks = [True] if layout.form == "rowwise" else [x != "K" for x in layout.order]
-        _check_split(layout, [True] * len(nest.lead) + blocks, refuse)
+        _check_split(layout, [True] * len(nest.lead) + blocks, _refuse)
     if "b" in layout.pack and nest.depends(nest.c.b, "i"):
-        refuse("packing b needs b constant along I")
+        _refuse("packing b needs b constant along I")
     if layout.pack == "ab" and nest.depends(nest.c.a, "j"):
-        refuse("packing a needs a constant along J")
+        _refuse("packing a needs a constant along J")
 
 
 def default_layout(nest: Nest, machine: str, kind: str) -> Layout:
@@ -506,8 +518,8 @@ def space(nest: Nest, machine: str, width: int) -> list[Layout]:
     out = []
     for layout in dict.fromkeys(candidates):
         try:
-            check(nest, layout, machine)
-        except RealizationError:
+            _check(nest, layout, machine, None)
+        except _Refused:
             continue
         out.append(layout)
     return out
