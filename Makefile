@@ -12,7 +12,7 @@ help:  ## list the targets
 
 setup: $(STAMP)  ## create .venv and install presk with its test and lint tools
 	@# presk's C libraries (replay runtime, MLIR printer), built once here (quick if built)
-	@$(BIN)/python -m presk.backends.libraries >/dev/null || echo "setup: a C library was not built (the replay runtime is then built at first use)"
+	@$(BIN)/python -m presk.backends.install >/dev/null || echo "setup: a C library was not built (the replay runtime is then built at first use)"
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)

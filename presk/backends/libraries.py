@@ -9,7 +9,7 @@ another's is made again rather than run. Each file is written atomically.
 A `CLibrary` is C source of presk's own (the replay runtime, presk/backends/replay.py;
 the MLIR printer, presk/backends/printer.py), compiled with the system C compiler and
 keyed by a hash of its source, the compiler (its file's resolved path, size and time)
-and the flags. Set-up (`python -m presk.backends.libraries`, which `make setup`
+and the flags. Set-up (`python -m presk.backends.install`, which `make setup`
 runs) builds each into its folder of `INSTALLED`, beside this module, where a run looks
 first, verified like a cached library.
 """
@@ -20,7 +20,6 @@ import ctypes
 import hashlib
 import shutil
 import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass
 from functools import cache
@@ -193,23 +192,3 @@ class CLibrary:
             if folder.is_dir() and not any(folder.iterdir()):
                 folder.rmdir()
         return entry.lib
-
-
-def main() -> int:
-    """Set-up's step: each of presk's C libraries built into its folder of INSTALLED (a
-    one-line error for one that cannot be: it is then built at first use, or done
-    without)."""
-    from presk.backends import printer, replay
-
-    failed = 0
-    for name, install in (("replay runtime", replay.install), ("MLIR printer", printer.install)):
-        try:
-            print(f"{name}: {install()}")
-        except PreskError as e:
-            print(e.headline(), file=sys.stderr)
-            failed = 1
-    return failed
-
-
-if __name__ == "__main__":
-    sys.exit(main())
