@@ -44,5 +44,5 @@ lint: setup  ## ruff lint and format check
 	$(BIN)/ruff check presk passes tools tests test/lit/lit.cfg.py
 	$(BIN)/ruff format --check presk passes tools tests test/lit/lit.cfg.py
 
-clean:  ## remove the virtualenv and caches
-	rm -rf $(VENV) .pytest_cache build *.egg-info
+clean:  ## remove the virtualenv, caches and the C libraries set-up built
+	rm -rf $(VENV) .pytest_cache build *.egg-info presk/backends/built

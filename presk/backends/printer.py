@@ -7,14 +7,16 @@ calls back into Python for each piece of text (16 ms here); `printer.c` calls th
 API with a callback in C (6 ms), and gives the same text, byte for byte.
 
 It is one of presk's C libraries (presk/backends/libraries.py), linked against the
-bindings' own `libMLIRPythonCAPI`, the library whose context holds the ops: set-up builds
-it into `INSTALLED`, and a run loads it from there, verified. Where it is not there (no
+bindings' own `libMLIRPythonCAPI`, the library whose context holds the ops, and keyed by
+the bindings' version as well: set-up builds it into `INSTALLED`, and a run loads it
+from there, verified. Where it is not there (no
 set-up) or cannot be loaded, the bindings print: the same text, more slowly.
 """
 
 from __future__ import annotations
 
 import ctypes
+import importlib.metadata
 from functools import cache
 from pathlib import Path
 
@@ -26,10 +28,13 @@ from presk.backends.libraries import CLibrary
 from presk.errors import PreskError
 
 _CAPI = Path(mlir._mlir_libs.__file__).parent  # the bindings' libMLIRPythonCAPI.so
+# the bindings' version among the flags, so that it keys the library: a printer linked
+# against one release's C API is never loaded beside another's
+_BINDINGS = importlib.metadata.version("xtc-mlir-python-bindings")
 PRINTER = CLibrary(
     "the MLIR printer",
     (Path(__file__).with_name("printer.c"),),
-    ("-O2", "-shared", "-fPIC"),
+    ("-O2", "-shared", "-fPIC", f'-DPRESK_MLIR_BINDINGS="{_BINDINGS}"'),
     (f"-L{_CAPI}", "-lMLIRPythonCAPI", f"-Wl,-rpath,{_CAPI}"),
 )
 INSTALLED = libraries.INSTALLED / "printer"
