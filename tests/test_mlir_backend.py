@@ -1,5 +1,6 @@
 """The MLIR backend: bit for bit the kernel evaluator's results, on every tutorial entry
-and conformance case in f64, f32 and bf16; the same bits on one thread and two; the
+and conformance case in f64, f32 and bf16, on one thread and on two with every
+splittable launch split; the same bits on one thread and two on every kernel; the
 on-disk cache; no fused multiply-add in the object code."""
 
 from __future__ import annotations
@@ -45,7 +46,19 @@ def _case_of(path, args: list[str]) -> ConformanceCase:
 def test_every_tutorial_entry_gives_the_kernel_evaluators_bits(path, args, machine):
     case = _case_of(path, args)
     kernel = machine_output(case, machine, "kernel")
-    assert_same_bits(kernel, machine_output(case, machine, "mlir"), f"{case.name} {machine}")
+    for threads, out in _mlir_outputs(case, machine):
+        assert_same_bits(kernel, out, f"{case.name} {machine} on {threads}")
+
+
+def _mlir_outputs(case: ConformanceCase, machine: str):
+    """The case's outputs on the mlir backend, each with its threads: on one thread, and
+    on two with every launch that may split split however small (the whole entry's
+    schedule, its segments replayed in C, their split launches on the native workers)."""
+    for threads in (1, 2):
+        backend = backends.make("mlir", module_of(case), realize=machine, threads=threads)
+        if threads > 1:
+            backend.split_work = 0
+        yield f"{threads} threads", backend.call(inputs(case), CallContext())
 
 
 CASES = [(c, t) for c in all_cases() for t in TYPES]
@@ -56,7 +69,8 @@ CASES = [(c, t) for c in all_cases() for t in TYPES]
 )
 def test_every_conformance_case_gives_the_kernel_evaluators_bits(case, machine):
     kernel = machine_output(case, machine, "kernel")
-    assert_same_bits(kernel, machine_output(case, machine, "mlir"), f"{case.name} {machine}")
+    for threads, out in _mlir_outputs(case, machine):
+        assert_same_bits(kernel, out, f"{case.name} {machine} on {threads}")
     if machine in case.asserted:
         gap = measure(case, machine, "mlir")
         assert gap.ratio <= 1.0, f"{case.name} in {machine}: {gap.ratio:.3f} times the band"
