@@ -94,6 +94,11 @@ class Target:
     # STRIDE apart: on Intel's AVX-512 cores such a tile of the course GPT's weight
     # gradient ran at 0.56 of the rate of its twin packing a (bench/nests.py, K = 4096)
     a_rows: float = 0.0
+    # vector multiplies (and as many adds) issued a cycle, and the bytes a load moves at
+    # its rate of two a cycle: on znver4 a 64-byte operation runs as two halves, on
+    # znver5 whole
+    multiplies: float = 1.0
+    load_bytes: int = 32
 
     @staticmethod
     def for_machine(width: int, cores: int, cpu: str) -> Target:
@@ -107,8 +112,20 @@ class Target:
         if width != 64:
             return Target(width, cores)
         if cpu.startswith("znver"):
+            # znver4 runs a 64-byte operation as two 32-byte halves; znver5 runs it whole,
+            # two multiplies and two adds a cycle (bench/nests.py: with znver4's model
+            # the picks' four accumulators ran the GPTs' products 1.25-1.96x slower)
+            whole = cpu != "znver4"
             return Target(
-                width, cores, 32, l2=1 << 20, l3=32 << 20, hides_misses=True, broadcast_op=True
+                width,
+                cores,
+                32,
+                l2=1 << 20,
+                l3=32 << 20,
+                hides_misses=True,
+                broadcast_op=True,
+                multiplies=2.0 if whole else 1.0,
+                load_bytes=64 if whole else 32,
             )
         return Target(
             width,
@@ -200,7 +217,7 @@ def _tiled(nest: Nest, layout: Layout, e: int, target: Target):
     packed_a, packed_b = layout.pack == "ab", "b" in layout.pack
     a_i, a_j = nest.depends(nest.c.a, "i"), nest.depends(nest.c.a, "j")
     b_i, b_j = nest.depends(nest.c.b, "i"), nest.depends(nest.c.b, "j")
-    vector = LOAD * max(1, w * e // 32)  # a vector load; a broadcast is one element's
+    vector = LOAD * max(1, w * e // target.load_bytes)  # a vector; a broadcast one element
     a_loads = (m if a_i else 1) * (vn if a_j else 1)
     b_loads = (vn if b_j else 1) * (m if b_i else 1)
     load = a_loads * (vector if a_j else LOAD) + b_loads * (vector if b_j else LOAD)
@@ -214,7 +231,7 @@ def _tiled(nest: Nest, layout: Layout, e: int, target: Target):
     broadcasts = 0
     if target.broadcast_op and w > 1 and vn > 1:
         broadcasts = (0 if a_j else a_loads) + (0 if b_j else b_loads)
-    compute = m * vn + broadcasts / 2
+    compute = (m * vn + broadcasts / 2) / target.multiplies
     near, far = _streamed(nest, layout, e, target)
     chain = target.fma_latency if layout.fma else target.add_latency
     hidden, added = _strided(nest, layout, e, target) if b_j and not packed_b else (0.0, 0.0)
