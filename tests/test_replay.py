@@ -1,5 +1,6 @@
 """Segments: runs of launches replayed in C by one native call (presk/backends/replay.py),
-with the bits of the step-by-step replay, from a runtime the cache verifies."""
+with the bits of the step-by-step replay, a training step's layers stacked inside them,
+from a runtime the cache verifies."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ import pytest
 
 import presk
 from presk.backends import replay
+from presk.backends.mlir import MlirBackend
 from presk.backends.native import Compiler, Entry, c_compiler
-from presk.backends.schedule import Launch
+from presk.backends.schedule import ALIGN, STACK, Launch, Schedule
 from presk.errors import ToolchainError
 from presk.runtime.values import leaves
 
@@ -42,6 +44,34 @@ def test_a_segment_replay_gives_the_step_by_step_bits_on_the_tiny_training_step(
     # one ctypes call a launch, as before segments
     schedule.segments = list(zip(schedule.steps, schedule.labels, strict=True))
     assert _bits(segmented) == _bits(step())
+
+
+@pytest.mark.parametrize("realize", ["f64", "bf16"])
+def test_a_training_step_is_one_native_call_after_its_checks_with_the_host_copys_bits(
+    realize, monkeypatch
+):
+    """The tiny MiniGPT's step stacks its folds' layers by the runtime's copy, in the
+    segment, so all its launches are one native call; the bits are those of the copies
+    made by host steps between segments (the C export's way). Each call on a new arena of
+    NaN bytes: an arena freed by an earlier run of the same schedule may hold the very
+    bytes a copy left out."""
+    core = presk.load("tutorial/05_minigpt.psk").elaborate(
+        "MiniGPT{64, 16, 2, 2}.loss", dims={"B": 2, "T": 8}, train_step=True
+    )
+    monkeypatch.setattr(
+        Schedule, "_free_arena", lambda self: np.full(self.arena + ALIGN, 0xFF, np.uint8)
+    )
+    compiled = core.lower(realize).compile("mlir", threads=2)
+    one = compiled.drawn(0)()
+    (schedule,) = compiled.backend.schedules.values()
+    assert [label for _, label in schedule.segments][:-1] == ["host: gather check"] * 3
+    assert isinstance(schedule.segments[-1][0], replay.Segment)
+    assert sum(x.site == STACK for x in schedule.labels if isinstance(x, Launch)) == 26
+    monkeypatch.setattr(MlirBackend, "copy", lambda self, nbytes: None)
+    host = core.lower(realize).compile("mlir", threads=2)
+    assert _bits(one) == _bits(host.drawn(0)())
+    (schedule,) = host.backend.schedules.values()
+    assert "host: stack layers" in schedule.labels
 
 
 def test_a_corrupted_replay_library_in_the_cache_is_rebuilt_not_run(tmp_path, monkeypatch):

@@ -249,6 +249,13 @@ class MlirBackend:
             "draws.dropout_keep", "dropout_keep", ["u64", "i8"], 0, elements, work, 0, native, {}
         )
 
+    def copy(self, nbytes: int) -> Compiled:
+        """The replay runtime's copy of `nbytes` (presk/backends/replay.c) as a kernel of
+        two buffers, the source and the destination, split over its bytes as a kernel's
+        loop is (a word a scalar operation)."""
+        native = Native(replay_for(self.compiler).copy, 0.0, True, None, "presk_copy")
+        return Compiled("replay.copy", "copy", ["u8", "u8"], 0, nbytes, nbytes // 8, 0, native, {})
+
     def in_segment(self, kernel: Compiled) -> bool:
         """Whether a launch of `kernel` may run in a segment: with no more buffers than the
         replay runtime's steps take."""

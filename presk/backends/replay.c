@@ -40,6 +40,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <string.h>
 #include <time.h>
 
 #define PRESK_REPLAY_BUFFERS 32
@@ -402,4 +403,11 @@ void presk_replay(const step *steps, int n, void **regions) { replay(steps, n, r
 
 void presk_replay_timed(const step *steps, int n, void **regions, int64_t *ns) {
   replay(steps, n, regions, ns);
+}
+
+/* Bytes [lo, hi) of src copied to dst, called as a kernel is: a fold's layers stacked
+   (presk/backends/schedule.py) run as steps of a segment instead of host work between
+   two. */
+void presk_copy(const void *src, void *dst, int64_t lo, int64_t hi) {
+  memcpy((char *)dst + lo, (const char *)src + lo, (size_t)(hi - lo));
 }

@@ -1,7 +1,8 @@
 """Many launches in one native call: a schedule's segments replayed in C.
 
 `replay.c` (beside this module) is a small C runtime, with `draws.c` (dropout's keep
-mask, a step a segment runs as it runs a kernel's): `presk_replay(steps, n, regions)`
+mask, a step a segment runs as it runs a kernel's) and a copy run the same way (a fold's
+layers stacked): `presk_replay(steps, n, regions)`
 calls each step's kernel in order on the addresses its (region, offset) pairs name, with
 its `lo, hi`; a step's `pieces`, when more than one, run on a pool of native worker
 threads (started on first need, living for the process) and the calling thread. It is
@@ -54,6 +55,10 @@ class Replay:
             ctypes.c_int64,
         ]
         self.dropout_keep.restype = None
+        # (src, dst, lo, hi): bytes [lo, hi) copied, as a kernel of two buffers
+        self.copy = library.presk_copy
+        self.copy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64]
+        self.copy.restype = None
 
 
 class Segment:

@@ -46,6 +46,7 @@ KEPT_ARENAS = 2  # a training loop's step reads the last step's result: two alte
 WORD = (1 << 64) - 1  # a Philox key's low word
 ALIGN = 64  # bytes: every buffer of the arena starts on a cache line
 ARENA = 0  # region 0 is the arena; the arguments' leaves follow, then the constants
+STACK = "stack layers"  # the site of a copy stacking a fold's layers
 
 
 @dataclass(frozen=True)
@@ -232,10 +233,21 @@ class Schedule:
             self._add(step, label)
 
     def _stack(self, layers: list[Buf]) -> Buf:
+        """A fold's layers copied into one stacked buffer: by the backend's copy, launched
+        as a kernel is (so a training step's stacking joins its segments), else (the C
+        export's trace) by a host step."""
         first = layers[0]
         out = self._alloc((len(layers), *first.shape), first.dtype)
         n = first.nbytes
         pieces = [(b.region, b.offset, out[i].offset) for i, b in enumerate(layers)]
+        copy = self.backend.copy(n)
+        if copy is not None:  # a copy a layer, launched as a kernel is: part of a segment
+            for region, offset, dst in pieces:
+                buffers = [(region, offset), (ARENA, dst)]
+                self._add(self.backend.launch_step(copy, buffers), Launch(STACK, copy, buffers))
+            self.launches += len(pieces)
+            self.unfused += len(pieces)
+            return out
 
         def step(regions, arrays, ctx):
             for region, offset, dst in pieces:
