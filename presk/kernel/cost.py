@@ -113,8 +113,8 @@ class Target:
             return Target(width, cores)
         if cpu.startswith("znver"):
             # znver4 runs a 64-byte operation as two 32-byte halves; znver5 runs it whole,
-            # two multiplies and two adds a cycle (bench/nests.py: with znver4's model
-            # the picks' four accumulators ran the GPTs' products 1.25-1.96x slower)
+            # two multiplies and two adds a cycle (bench/nests.py: with znver4's model the
+            # picks' four accumulators ran the GPTs' products 1.01-1.53x slower, in turns)
             whole = cpu != "znver4"
             return Target(
                 width,
