@@ -64,6 +64,14 @@ class Compiled:
     quant: dict  # integer-weight inputs (presk/kernel/weights.py)
 
 
+def _runtime_kernel(fn, name: str, elements: list[str], trips: int, work: float) -> Compiled:
+    """A function of the replay runtime as a kernel (`name`: its file and kind) over a
+    splittable loop of `trips`, each costing `work` scalar operations."""
+    native = Native(fn, 0.0, True, None, fn.__name__)
+    kind = name.split(".")[-1]
+    return Compiled(name, kind, elements, 0, trips, int(trips * work), 0, native, {})
+
+
 def _int(f, name: str, default: int | None = None) -> int:
     return f.attributes[name].value if name in f.attributes else default
 
@@ -242,19 +250,15 @@ class MlirBackend:
     def dropout_keep(self, elements: int) -> Compiled:
         """The replay runtime's dropout draw (presk/backends/draws.c) as a kernel of two
         buffers, the key and the mask, split over `elements` as a kernel's loop is."""
-        fn = replay_for(self.compiler).dropout_keep
-        native = Native(fn, 0.0, True, None, "presk_dropout_keep")
-        work = elements * DRAW_WORK
-        return Compiled(
-            "draws.dropout_keep", "dropout_keep", ["u64", "i8"], 0, elements, work, 0, native, {}
-        )
+        keep = replay_for(self.compiler).dropout_keep
+        return _runtime_kernel(keep, "draws.dropout_keep", ["u64", "i8"], elements, DRAW_WORK)
 
     def copy(self, nbytes: int) -> Compiled:
         """The replay runtime's copy of `nbytes` (presk/backends/replay.c) as a kernel of
         two buffers, the source and the destination, split over its bytes as a kernel's
         loop is (a word a scalar operation)."""
-        native = Native(replay_for(self.compiler).copy, 0.0, True, None, "presk_copy")
-        return Compiled("replay.copy", "copy", ["u8", "u8"], 0, nbytes, nbytes // 8, 0, native, {})
+        copy = replay_for(self.compiler).copy
+        return _runtime_kernel(copy, "replay.copy", ["u8", "u8"], nbytes, 1 / 8)
 
     def in_segment(self, kernel: Compiled) -> bool:
         """Whether a launch of `kernel` may run in a segment: with no more buffers than the

@@ -46,19 +46,18 @@ class Replay:
         self.timed = library.presk_replay_timed
         self.timed.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
         self.timed.restype = None
-        # a kernel's signature: (key, mask, lo, hi), as a launch made from Python calls it
-        self.dropout_keep = library.presk_dropout_keep
-        self.dropout_keep.argtypes = [
-            ctypes.c_void_p,
-            ctypes.c_void_p,
-            ctypes.c_int64,
-            ctypes.c_int64,
-        ]
-        self.dropout_keep.restype = None
-        # (src, dst, lo, hi): bytes [lo, hi) copied, as a kernel of two buffers
-        self.copy = library.presk_copy
-        self.copy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64]
-        self.copy.restype = None
+        # called as kernels are, on two buffers and a range [lo, hi): dropout's draw
+        # (key, mask) and a copy of bytes (src, dst)
+        self.dropout_keep = _two_buffer_kernel(library.presk_dropout_keep)
+        self.copy = _two_buffer_kernel(library.presk_copy)
+
+
+def _two_buffer_kernel(fn):
+    """A runtime function with a kernel's signature of two buffers, as a launch made from
+    Python calls it: (buffer, buffer, lo, hi)."""
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64]
+    fn.restype = None
+    return fn
 
 
 class Segment:
