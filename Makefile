@@ -5,14 +5,28 @@ BIN       := $(VENV)/bin
 STAMP     := $(VENV)/.installed
 JOBS      ?= 2
 
-.PHONY: help setup demo test test-all lint conformance c-conformance clean
+.PHONY: help setup cc cc-install demo test test-all lint conformance c-conformance clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 12
 
-setup: $(STAMP)  ## create .venv and install presk with its test and lint tools
+setup: cc $(STAMP)  ## create .venv and install presk with its test and lint tools
 	@# presk's C libraries (replay runtime, MLIR printer), built once here (quick if built)
-	@$(BIN)/python -m presk.backends.install >/dev/null || echo "setup: a C library was not built (the replay runtime is then built at first use)"
+	@$(BIN)/python -m presk.backends.install >/dev/null
+
+# Every native kernel is linked by the system C compiler: installed here with apt-get where
+# it can (as root), else set-up stops with one line naming what to install. (`cc`'s check
+# is expanded after `cc-install` has run: make expands a recipe just before running it.)
+FIND_CC := command -v cc || command -v gcc || command -v clang
+cc-install:
+	@{ $(FIND_CC); } >/dev/null || { [ "$$(id -u 2>/dev/null)" = 0 ] && command -v apt-get >/dev/null \
+	  && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc libc6-dev \
+	  >/dev/null; } || true
+
+cc: cc-install  ## check for the system C compiler (installing gcc with apt-get where it can)
+	$(if $(shell $(FIND_CC)),,$(error setup: no C compiler (cc, gcc or clang), which presk \
+	  links native code with: install one (Debian, Ubuntu: apt-get install gcc; Fedora: dnf \
+	  install gcc; macOS: xcode-select --install)))
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
