@@ -4,11 +4,13 @@ through every stage (presk/precision/explain.py, docs/precision.md section 7).""
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 from presk import realize
 from presk.cli.cmd_solve import add_solve_args, moves_path_of, solved
 from presk.cli.programs import add_plan_arg, add_program_args, elaborate_args, plan_of
+from presk.cli.recorded import apply_checkpoint
 from presk.errors import UsageError
 from presk.fileio import check_writable, write_atomic
 from presk.precision import explain, explain_html
@@ -22,7 +24,8 @@ def configure(p) -> None:
     source.add_argument(
         "--realize",
         metavar="@R.json",
-        help="the record presk solve wrote; its moves are read from R.moves.json beside it",
+        help="the record presk solve wrote; its moves are read from R.moves.json beside it "
+        "(without one, each type is the record's; with --precision, its bound and measured gap)",
     )
     add_solve_args(p, source, precision_required=False)  # --budget: solve, then explain
     p.add_argument(
@@ -45,6 +48,8 @@ def configure(p) -> None:
 def run(args) -> int:
     if args.out is not None:
         check_writable(args.out)  # before the solve and the compilations
+    if args.weights:  # its --realize is the record explained
+        apply_checkpoint(args, args.weights, realize=False)
     core, r, ex = _explained(args)
     if args.site is not None:
         _check_site(args.site, core)
@@ -64,7 +69,8 @@ def run(args) -> int:
 
 def _explained(args):
     """The entry, its realization and their explanation: from a record and the moves
-    file beside it, or from a solve under `--budget`."""
+    file beside it, if there is one, and its bound and measured gap over `--precision`'s
+    envelope if given; or from a solve under `--budget`."""
     if args.realize is None:
         if args.precision is None:
             raise UsageError("--budget needs --precision ENV.json, the envelope to solve on")
@@ -76,9 +82,14 @@ def _explained(args):
         )
     r = realize.read(args.realize)
     moves_file = moves_path_of(args.realize[1:])
-    moves = explain.read_moves(moves_file)
+    if not os.path.lexists(moves_file):  # a record written by hand or by another tool
+        moves_file = None
+    moves = explain.read_moves(moves_file) if moves_file is not None else None
     core = elaborate_args(args)
-    return core, r, explain.explain(core, r, moves, args.realize, moves_file)
+    ex = explain.explain(core, r, moves, args.realize, moves_file)
+    if args.precision is not None:
+        ex.checked = explain.checked(core, r, args.precision, args.measure)
+    return core, r, ex
 
 
 def _check_site(site: str, core) -> None:

@@ -9,10 +9,17 @@ reason is its moves in order, from the solve's moves file (`R.moves.json`, writt
 `presk explain --budget` solves first and explains the same record `moves_record` would
 have written, so both ways read one document.
 
+A record without its moves file (written by hand, or by another tool) has no history to
+tell: each decision is its type, and with an envelope the explanation gives the record's
+first-order bound and measured gap (`Checked`).
+
 A site's stages are those of one lowering: the kernel stage at the mlir backend's plan,
 the affine stage the backend compiles, the LLVM dialect of one kernel as the backend
 lowers it (`native.kernel_source`, `stages.llvm`), and the machine code of the shared
-library the backend loaded, disassembled by the pinned `llvm-objdump`.
+library the backend loaded, disassembled by the pinned `llvm-objdump`. The kernel that
+computes a site is its own launch's, its fusion group root's, or, for a bias add the
+plan folded into the contraction before it (presk/kernel/epilogue.py), the
+contraction's; a site no kernel computes (a rename) stops at the host's op for it.
 """
 
 from __future__ import annotations
@@ -30,15 +37,16 @@ from presk.backends.kernel import kernels_of
 from presk.backends.native import kernel_source
 from presk.core.fusion import group_roots
 from presk.core.text import core_text
-from presk.errors import RealizationError, ToolchainError, UsageError
+from presk.errors import RealizationError, ToolchainError
 from presk.fileio import source_line
 from presk.ir.diagnostics import file_location
 from presk.ir.ops import module_functions, module_launches, site_of, string_attr, walk_ops
 from presk.kernel.text import kernel_text
-from presk.precision.envelope import json_number, site_order
+from presk.precision.bound import Propagation, measured_gap
+from presk.precision.envelope import envelope_for, json_number, site_order
 from presk.precision.integers import rung_name
 from presk.precision.offers import BYTES, RULES
-from presk.precision.solve import Solution
+from presk.precision.solve import BACKENDS, Solution
 from presk.realize import Realization, read_json
 from presk.schemas import MOVES
 from presk.toolchain import llvm_tool
@@ -49,6 +57,7 @@ REASONS = {  # a decision's reason when no move made it, as the text says it
     "θ·B = {least:.4g}; kept f64",
     "unreached": "not reached by the sweep (sensitivity unknown); kept f64",
     "unpriced": "not offered: kept f64",
+    "absent": "the decisions' history is absent (no moves file): the record's type",
 }
 
 
@@ -178,28 +187,47 @@ class Decision:
             return None
         return self.elements * BYTES["f64"] - _bytes(self.rung, self.elements, self.ints)
 
-    def why(self, figures: Figures) -> list[str]:
-        """The reason in sentences: each move, or the rule that left it out."""
+    def why(self, figures: Figures | None) -> list[str]:
+        """The reason in sentences: each move, or the rule that left it out (`figures`
+        None: no moves file)."""
         if self.reason == "moves":
             return [step.text(figures) for step in self.steps]
+        if figures is None:
+            return [REASONS[self.reason]]
         first = (self.elements or 0) * (BYTES["f64"] - BYTES["f32"])
         least = figures.min_gain * figures.all_f64
         return [REASONS[self.reason].format(saves=first, least=least)]
 
 
 @dataclass(frozen=True)
+class Checked:
+    """A record's first-order bound (`presk check --precision`, cond) and its measured gap
+    over an envelope's samples."""
+
+    envelope: str  # its path
+    samples: int
+    bound: float
+    gap: float
+    backend: str  # --measure's: kernel or native
+
+
+@dataclass(frozen=True)
 class SiteStages:
-    """One site through every stage: the kernel that computes it at each."""
+    """One site through every stage: the kernel that computes it at each, or the host's op
+    for it where no kernel does (the kernel's fields None)."""
 
     site: str
     place: Place | None
-    root: str  # the launch site whose kernel computes it (its fusion group's root)
-    kernel: str  # that kernel's name
+    root: str  # the stored value it belongs to: its fusion group's root
+    launch: str | None  # the launch site whose kernel computes it: root's, or the
+    # contraction's when the plan folded root's bias add into it; None: no kernel does
+    kernel: str | None  # that kernel's name
     plan: str
-    kernel_text: str  # `presk dump --stage kernel`'s text of it
-    affine: str
-    llvm: str
-    machine: str  # disassembled
+    kernel_text: str | None  # `presk dump --stage kernel`'s text of it
+    affine: str | None
+    llvm: str | None
+    machine: str | None  # disassembled
+    host: str | None  # the host program's op for it at the kernel stage, if no kernel
 
 
 @dataclass
@@ -207,28 +235,33 @@ class Explanation:
     file: str
     entry: str
     realization: str  # `@R.json`, or how it was solved
-    moves_file: str | None
-    figures: Figures
+    moves_file: str | None  # None: solved here, or a record without one
+    figures: Figures | None  # None: a record without its moves file
     decisions: list[Decision]  # those shown
-    traffic: int  # of every decision
+    traffic: int | None  # of every decision; None without the moves' figures
     source: str  # the program's text
     stages: dict[str, SiteStages] = field(default_factory=dict)  # by site, those shown
+    checked: Checked | None = None  # with --precision and a record
 
 
 def explain(
-    core: Core, r: Realization, moves: dict, spelling: str, moves_file: str | None = None
+    core: Core, r: Realization, moves: dict | None, spelling: str, moves_file: str | None = None
 ) -> Explanation:
     """Every stored value and parameter of `core`'s entry under `r`, each with its reason
-    from the moves document `moves` (what `moves_record` makes, or a file of it)."""
+    from the moves document `moves` (what `moves_record` makes, or a file of it); with
+    `moves` None, each with its type alone."""
     sites = stages.launch_sites(core.lower(r).module)
     paths = stages.parameter_paths(core.view)
-    _check_keys(moves, sites, paths, moves_file or spelling)
     places = site_places(core)
-    decisions = [
-        _decision(site, "value", r.type_at(site), moves, places.get(site))
-        for site in sorted(sites, key=site_order)
-    ]
-    decisions += [_decision(path, "parameter", _rung(r, path), moves, None) for path in paths]
+    ast = core.program.ast
+    if moves is None:
+        decisions = [
+            Decision(key, kind, rung, None, None, "absent", (), place)
+            for key, kind, rung, place in _keys(r, sites, paths, places)
+        ]
+        return Explanation(ast.file, core.entry, spelling, None, None, decisions, None, ast.text)
+    _check_keys(moves, sites, paths, moves_file or spelling)
+    decisions = [_decision(*key, moves) for key in _keys(r, sites, paths, places)]
     figures = Figures(
         *(_number(moves[k]) for k in ("budget", "target", "estimate", "gap")),
         moves["threshold"],
@@ -236,7 +269,6 @@ def explain(
         moves["min_gain"],
     )
     traffic = figures.all_f64 - sum(d.saves or 0 for d in decisions)
-    ast = core.program.ast
     return Explanation(
         ast.file, core.entry, spelling, moves_file, figures, decisions, traffic, ast.text
     )
@@ -247,6 +279,23 @@ def explain_solution(core: Core, s: Solution) -> Explanation:
     `presk solve` would have written beside it."""
     solved = f"the realization solved at a budget of {brief(s.budget)}"
     return explain(core, s.realization, moves_record(s, ""), solved)
+
+
+def _keys(r: Realization, sites: list[str], paths: list[str], places: dict[str, Place]):
+    """Each stored value and parameter: its key, kind, rung in `r` and place."""
+    for site in sorted(sites, key=site_order):
+        yield site, "value", r.type_at(site), places.get(site)
+    for path in paths:
+        yield path, "parameter", _rung(r, path), None
+
+
+def checked(core: Core, r: Realization, envelope: str, measure: str) -> Checked:
+    """`r`'s bound and its gap measured on `measure`'s backend (solve's --measure) over the
+    samples of the envelope at `envelope`."""
+    env = envelope_for(envelope, core)
+    bound = Propagation(core, env, r).run("cond").bound
+    gap = measured_gap(core, env, r, BACKENDS[measure])
+    return Checked(envelope, env.meta.samples, bound, gap, measure)
 
 
 def _check_keys(moves: dict, sites: list[str], paths: list[str], file: str) -> None:
@@ -268,7 +317,7 @@ def _rung(r: Realization, path: str) -> str:
     return rung_name(q.bits, q.scheme) if q is not None else r.params.get(path, "f64")
 
 
-def _decision(key: str, kind: str, rung: str, moves: dict, place: Place | None) -> Decision:
+def _decision(key: str, kind: str, rung: str, place: Place | None, moves: dict) -> Decision:
     priced = moves["priced"].get(key)
     if priced is None:
         return Decision(key, kind, rung, None, None, "unpriced", (), place)
@@ -366,36 +415,66 @@ def site_stages(
 ) -> dict[str, SiteStages]:
     """`sites` through the stages of one lowering under `r` at `plan` (default the mlir
     backend's, auto): each site's kernel at the kernel, affine and LLVM stages, and the
-    machine code the backend compiled for it."""
+    machine code the backend compiled for it; or, for a site no kernel computes, the
+    host's op for it."""
     plan = plan or plans.AUTO
     kernels = core.lower(r, plan)
-    launched = {
-        string_attr(op, "psk.site"): ir.FlatSymbolRefAttr(op.attributes["kernel"]).value
-        for op in module_launches(kernels.module.operation)
-    }
+    computed = computed_by(kernels.module)
     grouped, places = roots(core), site_places(core)
-    compiled = kernels.compile("mlir", threads=1)
-    at_kernel, at_affine = kernels_of(kernels.module), kernels_of(compiled.module)
-    out = {}
+    out, compiled = {}, None
     for site in sites:
         root = grouped.get(site, site)
-        name = launched.get(root)
-        if name is None:
-            raise UsageError(f"--site {site}: no kernel computes it (the host does)")
+        if root not in computed:
+            host = host_op(kernels.module, site)
+            out[site] = SiteStages(
+                site, places.get(site), root, None, None, plan, None, None, None, None, host
+            )
+            continue
+        if compiled is None:  # compiled once, and only if a kernel computes a site shown
+            compiled = kernels.compile("mlir", threads=1)
+            at_kernel, at_affine = kernels_of(kernels.module), kernels_of(compiled.module)
+        launch, name = computed[root]
         f = at_affine[name]
         native = compiled.backend.kernels[name].native  # compiled, or loaded from the cache
         out[site] = SiteStages(
             site,
             places.get(site),
             root,
+            launch,
             name,
             plan,
             kernel_text(at_kernel[name]),
             str(f),
             llvm_text(f),
             machine_code(native.path),
+            None,
         )
     return out
+
+
+def computed_by(module: ir.Module) -> dict[str, tuple[str, str]]:
+    """By stored value, the launch site and kernel that compute it at the kernel stage: a
+    launch's own site, and the bias add an epilogue folded into it (where no call of its
+    function launches the add on its own)."""
+    own, folded = {}, {}
+    for op in module_launches(module.operation):
+        launched = string_attr(op, "psk.site"), ir.FlatSymbolRefAttr(op.attributes["kernel"]).value
+        own[launched[0]] = launched
+        if "psk_kernel.epilogue_site" in op.attributes:
+            folded[string_attr(op, "psk_kernel.epilogue_site")] = launched
+    return {**folded, **own}
+
+
+def host_op(module: ir.Module, site: str) -> str | None:
+    """The kernel stage's host op of `site` (a rename, a constant the host makes), in
+    MLIR's generic form; None if the lowering left none (a constant a kernel holds as a
+    literal, or a value psk-dce erased)."""
+    for f in module_functions(module.operation):
+        if "psk_kernel.kernel" not in f.attributes:
+            found = next((op for op in walk_ops(f) if site_of(op) == site), None)
+            if found is not None:
+                return str(found)
+    return None
 
 
 def llvm_text(f: ir.Operation) -> str:
@@ -427,23 +506,42 @@ def machine_code(library) -> str:
 
 def text(ex: Explanation) -> str:
     """The explanation as `presk explain` prints it."""
-    f = ex.figures
     moves = f" (moves in {ex.moves_file})" if ex.moves_file else ""
     lines = [
         f"presk explain: `{ex.entry}` of {ex.file} under {ex.realization}{moves}",
-        f"budget {brief(f.budget)}; estimate {brief(f.estimate)} against a target of "
-        f"{brief(f.target)}; measured gap {brief(f.gap)}: "
-        + ("inside" if f.gap <= f.budget else "OUTSIDE"),
-        f"traffic: {ex.traffic} bytes against {f.all_f64} all-f64",
+        *figures_lines(ex),
     ]
     for d in ex.decisions:
-        lines += ["", *decision_lines(d, f)]
+        lines += ["", *decision_lines(d, ex.figures)]
     for st in ex.stages.values():
         lines += ["", *stage_lines(st)]
     return "\n".join(lines) + "\n"
 
 
-def decision_lines(d: Decision, figures: Figures) -> list[str]:
+def figures_lines(ex: Explanation) -> list[str]:
+    """The solve's figures, or the word that a record has no moves file; and the record's
+    bound and measured gap when checked."""
+    f, c = ex.figures, ex.checked
+    if f is None:
+        lines = ["no moves file: the decisions' history is absent, each type is the record's"]
+    else:
+        lines = [
+            f"budget {brief(f.budget)}; estimate {brief(f.estimate)} against a target of "
+            f"{brief(f.target)}; measured gap {brief(f.gap)}: "
+            + ("inside" if f.gap <= f.budget else "OUTSIDE"),
+            f"traffic: {ex.traffic} bytes against {f.all_f64} all-f64",
+        ]
+    if c is not None:
+        lines.append(
+            f"bound (cond) {brief(c.bound)}; measured gap ({c.backend}) {brief(c.gap)}; over "
+            f"{c.samples} sample{'s' if c.samples != 1 else ''} of {c.envelope}"
+        )
+    elif f is None:
+        lines.append("the bound and the measured gap: give --precision ENV.json")
+    return lines
+
+
+def decision_lines(d: Decision, figures: Figures | None) -> list[str]:
     saves = "" if d.saves is None else f", saves {d.saves} bytes"
     term = "" if d.term is None else f", term {brief(d.term)}"
     lines = [f"{d.key} ({d.kind}): {d.rung}{saves}{term}"]
@@ -455,15 +553,30 @@ def decision_lines(d: Decision, figures: Figures) -> list[str]:
 
 
 def stage_lines(st: SiteStages) -> list[str]:
-    fused = "" if st.root == st.site else f", fused into {st.root}'s kernel"
-    head = [f"site {st.site}{fused}: kernel {st.kernel} (plan {st.plan})"]
+    head = [f"site {st.site}{computed(st)}"]
     if st.place is not None:
         head += [f"-- source {st.place.where}", f"  {st.place.line}"]
         head += ["-- core", f"  {st.place.op}"]
+    if st.kernel is None:
+        return head + (_section("host", st.host) if st.host is not None else [])
     return [*head, *_section("kernel", st.kernel_text), *_section("affine", st.affine)] + [
         *_section("llvm", st.llvm),
         *_section("machine code", st.machine),
     ]
+
+
+def computed(st: SiteStages) -> str:
+    """What computes a site, as its heading goes on."""
+    if st.kernel is None and st.host is None:
+        return (
+            f": no op computes it at the kernel stage (plan {st.plan}): a constant the kernels "
+            "reading it hold as a literal, or a value nothing reads"
+        )
+    if st.kernel is None:
+        return f": no kernel computes it, the host does (plan {st.plan})"
+    fused = "" if st.root == st.site else f", fused into {st.root}'s kernel"
+    folded = "" if st.launch == st.root else f", folded into {st.launch}'s kernel as its epilogue"
+    return f"{fused}{folded}: kernel {st.kernel} (plan {st.plan})"
 
 
 def _section(name: str, body: str) -> list[str]:
@@ -478,8 +591,9 @@ def document(ex: Explanation) -> dict:
         "entry": ex.entry,
         "realization": ex.realization,
         "moves_file": ex.moves_file,
-        "figures": {k: json_number(v) if isinstance(v, float) else v for k, v in asdict(f).items()},
+        "figures": None if f is None else _numbers(asdict(f)),
         "traffic": ex.traffic,
+        "checked": None if ex.checked is None else _numbers(asdict(ex.checked)),
         "decisions": [
             {
                 "key": d.key,
@@ -495,6 +609,10 @@ def document(ex: Explanation) -> dict:
         ],
         "stages": {site: asdict(st) for site, st in ex.stages.items()},
     }
+
+
+def _numbers(fields: dict) -> dict:
+    return {k: json_number(v) if isinstance(v, float) else v for k, v in fields.items()}
 
 
 def brief(x: float | None) -> str:

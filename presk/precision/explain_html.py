@@ -6,7 +6,14 @@ from __future__ import annotations
 
 from html import escape
 
-from presk.precision.explain import Decision, Explanation, SiteStages, brief
+from presk.precision.explain import (
+    Decision,
+    Explanation,
+    SiteStages,
+    brief,
+    computed,
+    figures_lines,
+)
 
 STYLE = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 0; color: #222; }
@@ -45,14 +52,10 @@ document.querySelectorAll("details.decision").forEach(function (d) {
 
 def page(ex: Explanation) -> str:
     """The whole page."""
-    f = ex.figures
-    inside = "inside" if f.gap <= f.budget else "OUTSIDE"
     head = (
         f"<h1>presk explain: <code>{escape(ex.entry)}</code> of {escape(ex.file)} under "
         f"{escape(ex.realization)}</h1>"
-        f"<div>budget {brief(f.budget)}; estimate {brief(f.estimate)} against a target of "
-        f"{brief(f.target)}; measured gap {brief(f.gap)}: {inside}; traffic {ex.traffic} bytes "
-        f"against {f.all_f64} all-f64</div>"
+        + "".join(f"<div>{escape(line)}</div>" for line in figures_lines(ex))
     )
     decisions = "\n".join(_decision(d, ex) for d in ex.decisions)
     return (
@@ -101,12 +104,17 @@ def _stages(st: SiteStages) -> str:
     parts = []
     if st.root != st.site and st.place is not None:  # a fused member: its own place
         parts.append((f"site {st.site}", f"{st.place.where}: {st.place.line}\n{st.place.op}"))
-    parts += [
-        (f"kernel {st.kernel} (plan {st.plan})", st.kernel_text),
-        ("affine", st.affine),
-        ("llvm", st.llvm),
-        ("machine code", st.machine),
-    ]
+    if st.kernel is not None:
+        parts += [
+            (f"site {st.site}{computed(st)}", st.kernel_text),
+            ("affine", st.affine),
+            ("llvm", st.llvm),
+            ("machine code", st.machine),
+        ]
+    elif st.host is not None:
+        parts.append((f"site {st.site}{computed(st)}", st.host))
+    else:
+        return f"<div>{escape(f'site {st.site}{computed(st)}')}</div>"
     return "".join(
         f'<details class="stage"><summary>{escape(name)}</summary>'
         f'<pre class="stage">{escape(body)}</pre></details>'

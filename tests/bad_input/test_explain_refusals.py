@@ -38,8 +38,14 @@ def explain(record: Path, *flags) -> list[str]:
     return ["explain", PROGRAM, *ENTRY, "--realize", f"@{record}", *flags]
 
 
-def test_a_record_without_its_moves_file(record):
+def test_a_moves_file_presk_cannot_read(record):
+    (record.parent / "r.moves.json").mkdir()  # a missing one is no refusal: explain says so
     refuse(explain(record), code="E0002", says="r.moves.json")
+
+
+def test_a_record_checked_on_an_envelope_it_cannot_read(record, tmp_path):
+    flags = ("--precision", str(tmp_path / "env.json"))  # the bound and the gap asked for
+    refuse(explain(record, *flags), code="E0002", says="env.json")
 
 
 @pytest.mark.parametrize(
