@@ -1,6 +1,7 @@
 """`presk serve`: started on 127.0.0.1 at a free port, it answers concurrent requests with
 `presk generate`'s text, streams it, refuses an oversized, malformed or excess request with
-a JSON error and keeps answering, and stops cleanly on SIGTERM."""
+a JSON error and keeps answering, and stops cleanly on SIGTERM. (tests/test_serve_openai.py
+asks the same server in OpenAI's convention.)"""
 
 from __future__ import annotations
 
@@ -19,8 +20,8 @@ SAME = ["--prompt", "The Software", "--tokens", "16", "--seed", "5", "--top-k", 
 CONCURRENCY = 3
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
+@pytest.fixture(scope="module", name="server")
+def served_model(tmp_path_factory):
     """(host, port, checkpoint) of `presk serve` on the kernel evaluator; stopped with
     SIGTERM at the end, which it must survive cleanly."""
     base = tmp_path_factory.mktemp("serve")
@@ -102,6 +103,8 @@ def test_a_request_past_the_concurrency_is_refused_while_the_others_run(server):
             assert response.status == 200 and response.read1(1) == b"a"
             streams.append(conn)
         assert error_code(post(server, REQUEST)) == (429, "E0007")
+        status, body = post(server, {"prompt": "a"}, "/v1/completions")  # the same slots
+        assert (status, json.loads(body)["error"]["type"]) == (429, "rate_limit_error")
     finally:
         for conn in streams:  # the server stops each generation at its next write
             conn.close()

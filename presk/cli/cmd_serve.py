@@ -37,6 +37,11 @@ def configure(p) -> None:
         help=f"the most tokens a request may ask (default {defaults.tokens})",
     )
     p.add_argument(
+        "--model-name",
+        metavar="NAME",
+        help="the model's name to OpenAI's clients (GET /v1/models; default: --weights as given)",
+    )
+    p.add_argument(
         "--concurrency",
         type=positive_count,
         default=defaults.concurrency,
@@ -48,8 +53,9 @@ def configure(p) -> None:
 def run(args) -> int:
     model = model_of(args)  # compiled once, before the port opens
     limits = Limits(args.max_request_bytes, args.max_tokens, args.concurrency)
+    name = args.model_name or args.weights
     try:
-        server = GenerationServer((args.host, args.port), model, limits)
+        server = GenerationServer((args.host, args.port), model, limits, name)
     except OSError as e:
         raise UsageError(f"cannot listen on {args.host}:{args.port}: {e.strerror}") from None
 
