@@ -1,5 +1,6 @@
-"""Text from a language model's logits: autoregressive sampling over a byte vocabulary
-(docs/generate.md). No command line here: `presk generate` and `presk serve` call it.
+"""Text from a language model's logits: autoregressive sampling over the vocabulary it was
+trained on, bytes or a byte-level BPE (presk/train/tokenizer.py; docs/generate.md). No
+command line here: `presk generate` and `presk serve` call it.
 
 The model is an entry taking one argument of tokens `nat{V}[1, T]` and returning logits
 `ℝ[1, T, V]`, compiled once and called once a token. PSK programs declare no KV cache,
@@ -23,40 +24,10 @@ from presk import api, quantize
 from presk.backends.host import CallContext
 from presk.errors import BindingError, UsageError
 from presk.ir.types import TensorType
-from presk.runtime import pskd
 from presk.runtime.output import float64
 from presk.runtime.values import Tensor, Value
-from presk.train.data import Windows, encode
 from presk.train.loop import token_argument
-
-# What a token standing for no single byte decodes to: U+FFFD, the replacement character.
-REPLACEMENT = "\ufffd".encode()
-
-
-@dataclass(frozen=True)
-class Vocabulary:
-    """A data file's byte order (a token is its byte's rank) cut to a model's V tokens:
-    when V < 256, token V − 1 stands for every byte of rank V − 1 and above."""
-
-    order: tuple[int, ...]  # the byte values by rank
-    size: int  # V
-
-    def encode(self, text: bytes) -> list[int]:
-        """The tokens of `text`, a byte outside the vocabulary read as token V − 1."""
-        return np.minimum(encode(text, list(self.order)), self.size - 1).tolist()
-
-    def decode(self, token: int) -> bytes:
-        """The byte a token stands for; REPLACEMENT for the catch-all token V − 1 (when
-        V < 256) and for a token past the 256 byte values."""
-        catch_all = token == self.size - 1 and self.size < 256
-        return REPLACEMENT if catch_all or token >= 256 else bytes([self.order[token]])
-
-
-def byte_order(path: str) -> tuple[int, ...]:
-    """The byte values by rank in the token-window data file at `path` (E9007 unless it
-    is one)."""
-    Windows.load(path)  # checks the file and its `vocab`, which it does not keep
-    return tuple(pskd.read(path).meta["vocab"])
+from presk.train.tokenizer import Tokenizer, Vocabulary
 
 
 @dataclass(frozen=True)
@@ -122,17 +93,17 @@ def logits_entry_types(core: api.Core) -> tuple[TensorType, int]:
 
 class Model:
     """A compiled logits entry at one sequence (B = 1), its parameters realized once, and
-    the vocabulary of its tokens: text continued token by token. Calls into the backend
-    are serialized, since it keeps its buffers between calls; generations may run on
-    several threads."""
+    the tokenizer of its tokens cut to its V: text continued token by token. Calls into
+    the backend are serialized, since it keeps its buffers between calls; generations may
+    run on several threads."""
 
-    def __init__(self, compiled: api.Compiled, params: Value | None, order: tuple[int, ...]):
+    def __init__(self, compiled: api.Compiled, params: Value | None, tokenizer: Tokenizer):
         self.compiled = compiled
         self.tokens_type, size = logits_entry_types(compiled.core)
         if self.tokens_type.shape[0] != 1:
             raise UsageError(f"{compiled.core.entry}: generation runs at B = 1 (single_batch)")
         self.window = self.tokens_type.shape[1]
-        self.vocabulary = Vocabulary(order, size)
+        self.vocabulary = Vocabulary(tokenizer, size)
         backend = compiled.backend
         realized = (
             quantize.parameter_values(params, backend.realization)
@@ -153,7 +124,8 @@ class Model:
         return float64(out)[0, len(window) - 1]
 
     def generate(self, prompt: bytes, sampling: Sampling) -> Iterator[tuple[int, bytes]]:
-        """The tokens after `prompt` (at least one byte), each with its bytes, as drawn."""
+        """The tokens after `prompt` (at least one byte), each with the bytes it stands
+        for, as drawn."""
         if not prompt:
             raise UsageError("the prompt is empty: generation continues at least one byte")
         rng = np.random.default_rng(sampling.seed)

@@ -12,6 +12,7 @@ import pytest
 from conftest import assert_user_error, run_in_process
 
 from presk.generate import Sampling, Vocabulary, pick
+from presk.train.tokenizer import ByteTokenizer
 from tests.conformance.suite import REPO, corpus, train_minigpt
 
 MINIGPT = str(REPO / "tutorial" / "05_minigpt.psk")
@@ -105,7 +106,8 @@ def test_a_token_is_drawn_from_the_top_k_at_the_temperature():
 
 
 def test_the_catch_all_token_decodes_to_the_replacement_character():
-    vocab = Vocabulary(tuple(range(256)), 4)  # bytes 0, 1, 2 and the rest
+    by_value = ByteTokenizer(tuple(range(256)))
+    vocab = Vocabulary(by_value, 4)  # bytes 0, 1, 2 and the rest
     assert vocab.encode(b"\x00\x02\x03\xff") == [0, 2, 3, 3]
     assert [vocab.decode(t) for t in (0, 2, 3)] == [b"\x00", b"\x02", "\ufffd".encode()]
-    assert Vocabulary(tuple(range(256)), 256).decode(255) == b"\xff"
+    assert Vocabulary(by_value, 256).decode(255) == b"\xff"

@@ -1,19 +1,22 @@
 """presk train and presk eval as a nanoGPT user expects them: validation during a run and
-the best checkpoint, a finished run extended, the epoch only with data, the note of a
-partial validation batch, --batch on a dim without a default, a progress bar with a rate.
+the best checkpoint, a resumed run validating, logging and checkpointing as the run did, a
+finished run extended, the epoch only with data, the note of a partial validation batch,
+--batch on a dim without a default, a progress line with a rate, as the docs show it.
 Tiny configurations on the kernel evaluator (f64), a few steps each."""
 
 from __future__ import annotations
 
 import csv
 import re
+from unittest import mock
 
 import pytest
 from conftest import assert_user_error, run_in_process
 from programs import REPO
 
+import presk.progress
 from presk.runtime import pskd
-from presk.train.loop import progress
+from presk.train.loop import BEST, CHECKPOINT, Trainer, progress
 
 REGRESSION = str(REPO / "tests" / "train" / "mlp_regression.psk")
 MLP = str(REPO / "tutorial" / "02_regression.psk")
@@ -132,6 +135,60 @@ def test_extending_a_finished_run(tmp_path):
     assert rows(out)[3]["lr"] != planned["4"]  # step 4 ran on the 4-step schedule
 
 
+def trained_saving(*argv) -> tuple[str, str, list[tuple[str, int]]]:
+    """`presk train` in process: its stdout, its stderr, and each checkpoint it wrote
+    (name, step), in order."""
+    saved, save = [], Trainer.save
+
+    def spy(self, state, name=CHECKPOINT):
+        saved.append((name, state.step))
+        save(self, state, name)
+
+    with mock.patch.object(Trainer, "save", spy):
+        proc = run_in_process("presk", "train", *argv)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout, proc.stderr, saved
+
+
+def test_a_resumed_run_keeps_its_validation_logging_and_checkpoints(tmp_path, small):
+    """A run stopped at step 2 and resumed with no flags validates, logs and checkpoints
+    as the run did: best.psk.d is the uninterrupted run's. A flag given on resume that
+    changes one of them is said, in one line."""
+    straight, part, other = tmp_path / "straight", tmp_path / "part", tmp_path / "other"
+    flags = [MINIGPT, *TINY, "--dim", "B=4", "--data", small, "--steps", "6", "--lr", "0.05"]
+    flags += ["--eval-every", "2", "--log-every", "3", "--checkpoint-every", "2"]
+    presk_ok("train", *flags, "--quiet", "--out", straight)
+    presk_ok("train", *flags, "--quiet", "--out", part, "--stop-at", "2")
+    stdout, stderr, saved = trained_saving(MINIGPT, "--resume", part / CHECKPOINT)
+    assert stderr == ""
+    val = [int(m[1]) for m in re.finditer(r"^step (\d+)  val loss ", stdout, re.M)]
+    assert val == [4, 6], stdout
+    assert [line.split()[1] for line in stdout.splitlines()[:-1] if "epoch" in line] == [
+        "3",
+        "4",
+        "6",
+    ]
+    assert (CHECKPOINT, 4) in saved and saved[-1] == (CHECKPOINT, 6)  # --checkpoint-every 2
+    assert [(r["step"], r["val_loss"]) for r in rows(part)] == [
+        (r["step"], r["val_loss"]) for r in rows(straight)
+    ]
+    best = {p: pskd.read(str(p / BEST)).meta["step"] for p in (straight, part)}
+    assert best[part] == best[straight]
+    assert pskd.read(str(part / CHECKPOINT)).meta["eval_every"] == 2
+
+    presk_ok("train", *flags, "--quiet", "--out", other, "--stop-at", "2")
+    changed = run_in_process(
+        "presk", "train", MINIGPT, "--resume", other / CHECKPOINT, "--stop-at", "3",
+        "--eval-every", "3", "--checkpoint-every", "0", "--quiet",
+    )  # fmt: skip
+    assert changed.returncode == 0, changed.stderr
+    assert changed.stderr == (
+        "resuming with --eval-every 3 (the run's: 2), --checkpoint-every 0 (the run's: 2) "
+        "from step 3 on\n"
+    )
+    assert [r["step"] for r in rows(other) if r["val_loss"]] == ["2", "3"]
+
+
 def test_batch_binds_a_dim_without_a_default(tmp_path):
     """`dim N` has no default in the tutorial: --batch binds it before elaboration."""
     entry = ["--entry", "MLP{4, 8, 1}.mse", "--batch", "4", "--steps", "2", "--quiet"]
@@ -147,6 +204,25 @@ def test_a_run_piped_shows_no_progress_bar(tmp_path):
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
     assert progress(40, 600, 12.3, 3.21) == "step 40/600  12.3 steps/s  ETA 46 s  loss 3.210000"
     assert "ETA 10 min" in progress(1, 6001, 10.0, 1.0)
+
+
+def test_the_progress_line_is_the_one_the_docs_show(tmp_path, monkeypatch):
+    """The line a run draws on a terminal (forced here, and drawn from the first step),
+    in the shape docs/training.md shows it."""
+    monkeypatch.setenv("PRESK_PROGRESS", "1")
+    monkeypatch.setattr(presk.progress, "DELAY", 0.0)
+    proc = run_in_process(
+        "presk", "train", REGRESSION, "--dim", "N=4", "--steps", "3", "--backend", "kernel",
+        "--out", tmp_path,
+    )  # fmt: skip
+    drawn = [p.removesuffix("\x1b[K") for p in proc.stderr.split("\r") if p.startswith("train")]
+    assert re.fullmatch(r"training step 3/3  \S+ steps/s  ETA 0 s  loss \d+\.\d{6}", drawn[-1])
+
+    def shape(line: str) -> str:
+        return re.sub(r"\d+(\.\d+)?", "N", line)
+
+    shown = re.findall(r"`([^`]*step \d+/\d+[^`]*)`", (REPO / "docs" / "training.md").read_text())
+    assert shown and {shape(line) for line in shown} == {shape(drawn[-1])}, shown
 
 
 @pytest.mark.parametrize(

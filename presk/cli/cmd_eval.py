@@ -20,6 +20,7 @@ from presk.runtime.inputs import parameters
 from presk.train.data import Windows
 from presk.train.evaluate import Validation, backend_words, check_validation, validation_loss
 from presk.train.loop import check_token_entry
+from presk.train.tokenizer import check_same, recorded
 
 
 def configure(p) -> None:
@@ -28,7 +29,7 @@ def configure(p) -> None:
         "--data",
         metavar="FILE.psk.d",
         help="token windows from `presk data` (default: the data a --weights checkpoint "
-        "was trained on)",
+        "was trained on; refused if its tokenizer is not the checkpoint's)",
     )
     add_weights_arg(p, WEIGHTS_HELP + RECORDED_HELP)
     add_backend_args(p, default="mlir")
@@ -48,6 +49,8 @@ def run(args) -> int:
         args.data = meta["data"]
     program = load_program(args.file)
     data = Windows.load(args.data)
+    if args.weights:
+        check_same(recorded(meta, args.weights), args.weights, data.tokenizer, args.data)
     bind_window(args, program, data.window)
     core = elaborate_args(args, program)
     tokens, vocab = check_token_entry(core.view, data)

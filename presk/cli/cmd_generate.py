@@ -20,8 +20,10 @@ from presk.cli.programs import (
 from presk.cli.recorded import apply_checkpoint
 from presk.errors import UsageError
 from presk.front.bindings import Entry, parse_assignments, parse_entry, resolve_entry
-from presk.generate import Model, Sampling, byte_order, single_batch
+from presk.generate import Model, Sampling, single_batch
 from presk.runtime.inputs import parameters
+from presk.train.data import Windows
+from presk.train.tokenizer import Tokenizer, check_same, recorded
 
 
 def configure(p) -> None:
@@ -57,7 +59,7 @@ def configure(p) -> None:
 
 def add_model_args(p) -> None:
     """FILE, its entry (default: the module's `apply`), the backend, the weights and the
-    data file whose vocabulary the tokens are: what `presk generate` and `presk serve`
+    data file whose tokenizer the tokens are: what `presk generate` and `presk serve`
     load a model from."""
     add_program_args(p)
     add_backend_args(p, default="mlir")
@@ -71,20 +73,33 @@ def add_model_args(p) -> None:
     p.add_argument(
         "--data",
         metavar="FILE.psk.d",
-        help="the data file whose vocabulary the tokens are (default: the checkpoint's)",
+        help="the data file whose tokenizer the tokens are (default: the one the checkpoint "
+        "records; refused if it differs)",
     )
 
 
 def model_of(args) -> Model:
     """The model the flags name: its logits entry elaborated at B = 1 and compiled once,
-    its parameters and its vocabulary read."""
+    its parameters and its tokenizer read."""
     program = load_program(args.file)
     meta = recorded_setup(args, program)
-    data = args.data or recorded_data(meta, args.weights)
-    order = byte_order(data)  # before the compile, which takes long
+    tokenizer = tokenizer_of(args, meta)  # before the compile, which takes long
     core = single_batch(elaborate_args(args, program))
     params = parameters(core.view, 0, args.weights)
-    return Model(compile_args(args, core), params, order)
+    return Model(compile_args(args, core), params, tokenizer)
+
+
+def tokenizer_of(args, meta: dict | None) -> Tokenizer:
+    """The tokenizer the checkpoint records, or --data's: refused (E3015) if both are
+    there and differ; a checkpoint that records none (a parameters file, a checkpoint
+    older than the record) takes --data's, else its data file's."""
+    trained = recorded(meta, args.weights)
+    if args.data is None and trained is not None:
+        return trained
+    data = args.data or recorded_data(meta, args.weights)
+    given = Windows.load(data).tokenizer
+    check_same(trained, args.weights, given, data)
+    return given
 
 
 def recorded_setup(args, program: Program) -> dict | None:
@@ -107,15 +122,15 @@ def logits_entry(program: Program, entry: str, consts: list[str] | None) -> str:
 
 
 def recorded_data(meta: dict | None, weights: str) -> str:
-    """The data file the checkpoint was trained on, refused (E0001) when it records none
-    or the file is gone."""
+    """The data file the checkpoint was trained on, for a checkpoint that records no
+    tokenizer: refused (E0001) when it records none or the file is gone."""
     data = (meta or {}).get("data")
     if isinstance(data, str) and os.path.exists(data):
         return data
-    why = f"records {data}, which is gone" if isinstance(data, str) else "records no data file"
+    why = f"its data file {data} is gone" if isinstance(data, str) else "no data file"
     raise UsageError(
-        f"the tokens' vocabulary comes from a data file, and {weights} {why}: "
-        "give --data FILE.psk.d"
+        f"{weights} records no tokenizer and {why}: give --data FILE.psk.d, the data it "
+        "was trained on"
     )
 
 

@@ -30,7 +30,18 @@ from presk.plans import NAMED
 from presk.runtime.inputs import parameters
 from presk.train.data import Windows
 from presk.train.evaluate import backend_words
-from presk.train.loop import BEST, Hyper, State, Trainer, check_trainable, resume, zeros_like
+from presk.train.loop import (
+    BEST,
+    SCHEDULE,
+    Hyper,
+    State,
+    Trainer,
+    check_trainable,
+    check_training_meta,
+    resume,
+    zeros_like,
+)
+from presk.train.tokenizer import check_same, checkpoint_meta, recorded, to_meta
 
 DEFAULT_STEPS = 100  # without --steps or --epochs
 
@@ -86,27 +97,27 @@ def configure(p) -> None:
     p.add_argument(
         "--log-every",
         type=positive_count,
-        help="log a line every K steps (default: 20 lines a run)",
+        help="log a line every K steps (default: 20 lines a run; --resume: the run's)",
     )
     p.add_argument(
         "--eval-every",
         type=positive_count,
         metavar="K",
         help="with --data: the validation loss every K steps and at the last; the lowest's "
-        "parameters in best.psk.d",
+        "parameters in best.psk.d (--resume: the run's)",
     )
     p.add_argument(
         "--eval-batches",
         type=positive_count,
         metavar="N",
-        help="with --eval-every: at most N validation batches an evaluation (default: all)",
+        help="with --eval-every: at most N validation batches an evaluation (default: all; "
+        "--resume: the run's)",
     )
     p.add_argument(
         "--checkpoint-every",
         type=count,
-        default=0,
         metavar="K",
-        help="also checkpoint every K steps",
+        help="also checkpoint every K steps (default 0: never; --resume: the run's)",
     )
     p.add_argument(
         "--out",
@@ -131,7 +142,7 @@ def configure(p) -> None:
         metavar="K",
         help="checkpoint and stop after step K (resume later)",
     )
-    p.add_argument("--quiet", action="store_true", help="no log lines, no progress bar")
+    p.add_argument("--quiet", action="store_true", help="no log lines, no progress line")
 
 
 def _bind_batch(args, program) -> None:
@@ -182,6 +193,29 @@ def setup_of_run(args, meta: dict) -> None:
             setattr(args, flag, hyper[key])
     if not given(args.backend) and meta.get("backend") in BACKENDS:
         args.backend = meta["backend"]
+
+
+# What a schedule flag left unset means, in the line saying a resumed run changes it
+_UNSET = {"eval_every": "none", "eval_batches": "all", "checkpoint_every": "none"}
+
+
+def schedule_of_run(args, meta: dict) -> str | None:
+    """Fill the schedule flags (loop.SCHEDULE) `presk train --resume` was not given from
+    the run's, as its other setup; what the flags given change, as one line to say
+    (None when they change nothing, or the checkpoint predates the schedule's record)."""
+    changes = []
+    for key in SCHEDULE:
+        if key not in meta:
+            continue
+        ran, asked = meta[key], getattr(args, key)
+        if asked is None:
+            setattr(args, key, ran)
+        elif asked != ran:
+            was = ran if ran else _UNSET[key]
+            changes.append(f"--{key.replace('_', '-')} {asked} (the run's: {was})")
+    if not changes:
+        return None
+    return f"resuming with {', '.join(changes)} from step {meta['step'] + 1} on"
 
 
 def realization_record(realization: realizations.Realization) -> dict:
@@ -243,12 +277,16 @@ def check_stop_at(stop_at: int | None, reached: int) -> None:
 def run(args) -> int:
     if args.init and args.resume:
         raise UsageError("--init starts a run and --resume continues one: give one of them")
+    run_meta = apply_checkpoint(args, args.resume, plan=True) if args.resume else None
+    rescheduled = None
+    if run_meta is not None:
+        check_training_meta(args.resume, run_meta)  # before any of it is used
+        setup_of_run(args, run_meta)
+        rescheduled = schedule_of_run(args, run_meta)
     if args.eval_every is not None and not args.data:
         raise UsageError("--eval-every evaluates over --data's validation windows: give --data")
     if args.eval_batches is not None and args.eval_every is None:
         raise UsageError("--eval-batches bounds the evaluations of --eval-every: give both")
-    if args.resume:
-        setup_of_run(args, apply_checkpoint(args, args.resume, plan=True))
     for flag, default in SETUP_DEFAULTS.items():
         if getattr(args, flag) is None:
             setattr(args, flag, default)
@@ -259,6 +297,8 @@ def run(args) -> int:
     _bind_batch(args, program)
     data = Windows.load(args.data) if args.data else None
     if data is not None:
+        if args.resume:  # the same data path, but its file may have been written anew
+            check_same(recorded(run_meta, args.resume), args.resume, data.tokenizer, args.data)
         bind_window(args, program, data.window)
     trained = elaborate_args(args, program, train_step=True)
     core = trained.view
@@ -279,16 +319,30 @@ def run(args) -> int:
         # a plan given is recorded, as run --weights reads it back (auto and default by name)
         **({"plan": plan if plan in NAMED else "@" + os.path.abspath(plan)} if plan else {}),
         "hyper": asdict(hyper),
+        **(to_meta(data.tokenizer) if data is not None else {}),
     }
     if args.resume:  # checked before the kernels are compiled
         state, ran = resume(args.resume, core, meta)
         check_stop_at(args.stop_at, state.step)
         steps = resumed_steps(args.resume, asked, ran, state.step)
+        if rescheduled:
+            print(rescheduled, file=sys.stderr)
     else:
         params = parameters(core, args.seed, args.init)
+        if args.init and data is not None:  # parameters trained on other tokens are refused
+            initial = recorded(checkpoint_meta(args.init), args.init)
+            check_same(initial, args.init, data.tokenizer, args.data)
         state = State(params, zeros_like(params), zeros_like(params))
         steps = DEFAULT_STEPS if asked is None else asked
-    meta["steps"] = steps
+    log_every = args.log_every or max(1, steps // 20)
+    checkpoint_every = args.checkpoint_every or 0
+    meta |= {
+        "steps": steps,
+        "log_every": log_every,
+        "eval_every": args.eval_every,
+        "eval_batches": args.eval_batches,
+        "checkpoint_every": checkpoint_every,
+    }
     out = args.out or (
         os.path.dirname(os.path.abspath(args.resume))  # a resumed run goes on where it was
         if args.resume
@@ -302,8 +356,8 @@ def run(args) -> int:
         seed=args.seed,
         hyper=hyper,
         data=data,
-        log_every=args.log_every or max(1, steps // 20),
-        ckpt_every=args.checkpoint_every,
+        log_every=log_every,
+        ckpt_every=checkpoint_every,
         out=out,
         meta=meta,
         quiet=args.quiet,

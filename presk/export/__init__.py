@@ -24,6 +24,7 @@ from presk.fileio import write_atomic
 from presk.kernel.weights import Weights
 from presk.runtime.inputs import arguments, parameters
 from presk.runtime.values import Value, leaves
+from presk.train.tokenizer import checkpoint_meta, recorded
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ class CModel:
 def export_c(kernels, seed: int = 0, weights: str | None = None, params=None) -> CModel:
     """`kernels` (an api.Kernels) as a C program, its parameters `params` (a runtime
     value) if given, else initialised from `seed` or read from `weights` (a checkpoint or
-    parameters file)."""
+    parameters file); with the tokenizer a `weights` checkpoint records, if any."""
     module = kernels_c.scalar_affine(_copy(kernels.module))
     schedule = trace.trace(module, kernels.realization)
     steps = trace.host_steps(schedule)
@@ -107,7 +108,8 @@ def export_c(kernels, seed: int = 0, weights: str | None = None, params=None) ->
         Array(files.c_ident(f"out.{p}" if p else "out"), t.data.dtype, t.data.shape)
         for p, t in leaves(schedule.result)
     ]
-    model.files = files.model_files(kernels, model, regions[:taken], emitted)
+    tokenizer = recorded(checkpoint_meta(weights), weights) if weights else None
+    model.files = files.model_files(kernels, model, regions[:taken], emitted, tokenizer)
     return model
 
 

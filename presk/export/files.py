@@ -1,11 +1,13 @@
 """The files of an exported model besides the emitted code: model.h (the entry's C
-interface and the tables the fixed runtime reads), model.c (the fixed runtime around the
-emitted code), checkpoint.c (the reader of a .psk.d checkpoint's parameters), main.c,
-the Makefile and model.bin (the parameters in their realized types, then the schedule's
-constants, each at a 64-byte boundary)."""
+interface and the tables the fixed runtime reads, the tokens' bytes among them), model.c
+(the fixed runtime around the emitted code), checkpoint.c (the reader of a .psk.d
+checkpoint's parameters), main.c, the Makefile, model.bin (the parameters in their
+realized types, then the schedule's constants, each at a 64-byte boundary) and, for a
+model of tokens whose checkpoint records its tokenizer, vocab.json."""
 
 from __future__ import annotations
 
+import json
 import re
 from importlib import resources
 
@@ -14,7 +16,9 @@ import numpy as np
 from presk.backends.schedule import ALIGN
 from presk.fileio import PSKD_HEADER_BYTES, PSKD_HEADER_DEPTH
 from presk.quantize import Quantized
+from presk.runtime.synth import entry_arguments
 from presk.runtime.values import leaves
+from presk.train.tokenizer import Tokenizer, Vocabulary, to_meta
 
 # The flags of record: C99, no contraction of a multiply and an add, and the C library's
 # functions kept as calls (no builtin rewrites pow(x, 2) as x * x, as LLVM would not:
@@ -41,7 +45,9 @@ def declaration(a) -> str:
     return f"{C_TYPES[a.dtype.name]} {a.name}{dims}"
 
 
-def model_files(kernels, model, param_regions: list[np.ndarray], emitted: str) -> dict:
+def model_files(
+    kernels, model, param_regions: list[np.ndarray], emitted: str, tokenizer: Tokenizer | None
+) -> dict:
     schedule = model.schedule
     data_arrays = param_regions + [np.ascontiguousarray(c) for c in schedule.consts]
     consts_from = 1 + schedule.inputs
@@ -52,8 +58,11 @@ def model_files(kernels, model, param_regions: list[np.ndarray], emitted: str) -
     params = _param_rows(kernels, model.params, data_arrays, offsets)
     template = resources.files("presk.export")
     places = list(zip(regions, offsets, strict=True))
+    tokens = vocabulary_bytes(kernels.core.view, tokenizer)
+    header = _header(kernels, model, places, names, data_arrays, len(data), params, tokens)
+    vocab = {} if tokenizer is None else {"vocab.json": json.dumps(to_meta(tokenizer)) + "\n"}
     return {
-        "model.h": _header(kernels, model, places, names, data_arrays, len(data), params),
+        "model.h": header,
         "model.c": template.joinpath("model_template.c")
         .read_text()
         .replace("/* @EMITTED@ */", emitted.rstrip()),
@@ -61,7 +70,19 @@ def model_files(kernels, model, param_regions: list[np.ndarray], emitted: str) -
         "main.c": template.joinpath("main_template.c").read_text(),
         "Makefile": MAKEFILE,
         "model.bin": data,
+        **vocab,
     }
+
+
+def vocabulary_bytes(view, tokenizer: Tokenizer | None) -> list[bytes]:
+    """The bytes each token of the entry stands for, as `presk generate` decodes them:
+    its tokenizer cut to the V of its first bounded argument (`nat{V}`), else the
+    tokenizer's own tokens; none without a tokenizer."""
+    if tokenizer is None:
+        return []
+    bounds = view.attrs.get("psk.bounds", {})
+    names = [n for n, _ in entry_arguments(view, view.entry_function) if n in bounds]
+    return Vocabulary(tokenizer, bounds[names[0]] if names else tokenizer.size).table()
 
 
 def _packed(arrays: list[np.ndarray]) -> tuple[bytes, list[int]]:
@@ -99,14 +120,13 @@ MODEL_TYPES = {
 }
 
 
-def _c_string(text: str) -> str:
-    """A C string literal of `text`'s UTF-8 bytes."""
+def _c_string(data: str | bytes) -> str:
+    """A C string literal of `data`'s bytes (a text's in UTF-8); every other byte as a
+    three-digit octal escape, which no digit after it extends."""
+    raw = data.encode() if isinstance(data, str) else data
     return (
         '"'
-        + "".join(
-            chr(b) if 32 <= b < 127 and chr(b) not in '"\\?' else f"\\{b:03o}"
-            for b in text.encode()
-        )
+        + "".join(chr(b) if 32 <= b < 127 and chr(b) not in '"\\?' else f"\\{b:03o}" for b in raw)
         + '"'
     )
 
@@ -142,7 +162,32 @@ def _sizes(sizes: list[int]) -> str:
     return "{" + "".join(f"{n}, " for n in sizes) + "0}"
 
 
-def _header(kernels, model, data_places, names, data_arrays, data_bytes: int, params) -> str:
+def _token_lines(tokens: list[bytes]) -> list[str]:
+    """model.h's vocabulary: the tokens' bytes one after another (a string literal a
+    token), and where each starts."""
+    offsets = np.cumsum([0, *map(len, tokens)]).tolist()
+    return [
+        "/* The vocabulary: token t stands for the bytes of MODEL_TOKEN_TEXT from",
+        "   MODEL_TOKEN_OFFSETS[t] to MODEL_TOKEN_OFFSETS[t + 1] (model_token gives them), as",
+        "   presk generate prints it: U+FFFD for a token that stands for no bytes of its own.",
+        "   MODEL_VOCAB is 0 when the export was given no tokenizer (vocab.json holds the",
+        "   one given). */",
+        f"#define MODEL_VOCAB {len(tokens)}",
+        "#define MODEL_TOKEN_TEXT \\",
+        *(f"  {_c_string(t)} \\" for t in tokens),
+        '  ""',
+        "#define MODEL_TOKEN_OFFSETS { \\",
+        *(
+            "  " + ", ".join(map(str, offsets[i : i + 16])) + ", \\"
+            for i in range(0, len(offsets), 16)
+        ),
+        "  }",
+    ]
+
+
+def _header(
+    kernels, model, data_places, names, data_arrays, data_bytes: int, params, tokens
+) -> str:
     schedule = model.schedule
     core = kernels.core
     bindings = ", ".join(f"{k}={v}" for k, v in {**core.consts, **core.dims}.items())
@@ -198,6 +243,8 @@ def _header(kernels, model, data_places, names, data_arrays, data_bytes: int, pa
         f"#define MODEL_OUTPUT_BYTES {_sizes([a.nbytes for a in model.outputs])}",
         f"#define MODEL_OUTPUT_PLACES {_places(outputs)}",
         "",
+        *_token_lines(tokens),
+        "",
         "typedef struct model model;",
         "extern const size_t model_input_bytes[MODEL_INPUTS + 1];",
         "extern const size_t model_output_bytes[MODEL_OUTPUTS + 1];",
@@ -214,6 +261,9 @@ def _header(kernels, model, data_places, names, data_arrays, data_bytes: int, pa
         "   0; k > 0 when the k-th index check failed (an index out of range: nothing is",
         "   computed); -1 when the arena cannot be allocated. */",
         "int model_run(const model *m, const void *const inputs[], void *const outputs[]);",
+        "/* The bytes token t stands for, their number in *length; NULL for a token not in",
+        "   the vocabulary (below 0, from MODEL_VOCAB on). */",
+        "const char *model_token(int64_t t, size_t *length);",
         "",
         "#endif",
         "",

@@ -1,13 +1,16 @@
-/* main.c, written by presk export: runs the model once.
+/* main.c, written by presk export: runs the model once, or prints tokens as text.
 
      ./model [--weights CKPT.psk.d] model.bin inputs.bin outputs.bin
+     ./model --text tokens.bin
 
    model.bin holds the parameters the export was given and the schedule's constants;
    --weights replaces the parameters by a checkpoint's, each converted to its realized
    type (checkpoint.c). inputs.bin holds the inputs one after another, each in its C type
    (model.h lists them); outputs.bin gets the outputs so. Exit status 0; 1 with a message
    on a bad file or checkpoint; 2 when an index is out of range (model_run says which
-   check failed). */
+   check failed). --text writes the bytes each token of tokens.bin (int64 each, as
+   inputs.bin holds tokens) stands for to stdout (model_token; exit status 1 at a token
+   the vocabulary lacks). */
 #include "model.h"
 
 #include <stdio.h>
@@ -28,6 +31,36 @@ static unsigned char *read_file(const char *path, size_t want) {
   return buf;
 }
 
+static int print_text(const char *path) {
+  FILE *f = fopen(path, "rb");
+  unsigned char word[8];
+  const char *bytes;
+  size_t got, length;
+  int64_t token;
+  int i;
+  if (f == NULL) {
+    fprintf(stderr, "model: cannot read %s\n", path);
+    return 1;
+  }
+  while ((got = fread(word, 1, sizeof word, f)) == sizeof word) {
+    for (token = 0, i = 7; i >= 0; i--) token = (int64_t)((uint64_t)token << 8 | word[i]);
+    bytes = model_token(token, &length);
+    if (bytes == NULL) {
+      fprintf(stderr, "model: token %lld is not one of the %d of the vocabulary\n",
+              (long long)token, MODEL_VOCAB);
+      fclose(f);
+      return 1;
+    }
+    fwrite(bytes, 1, length, stdout);
+  }
+  fclose(f);
+  if (got != 0) {
+    fprintf(stderr, "model: %s is not whole int64 tokens\n", path);
+    return 1;
+  }
+  return fflush(stdout) == 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
   const void *inputs[MODEL_INPUTS + 1];
   void *outputs[MODEL_OUTPUTS + 1];
@@ -38,13 +71,15 @@ int main(int argc, char **argv) {
   model *m;
   int status;
   FILE *f;
+  if (argc == 3 && strcmp(argv[1], "--text") == 0) return print_text(argv[2]);
   if (argc == 6 && strcmp(argv[1], "--weights") == 0) {
     weights = argv[2];
     argv += 2;
     argc -= 2;
   }
   if (argc != 4) {
-    fprintf(stderr, "usage: model [--weights CKPT.psk.d] model.bin inputs.bin outputs.bin\n");
+    fprintf(stderr, "usage: model [--weights CKPT.psk.d] model.bin inputs.bin outputs.bin\n"
+                    "       model --text tokens.bin\n");
     return 1;
   }
   for (i = 0; i < MODEL_INPUTS; i++) in_bytes += model_input_bytes[i];

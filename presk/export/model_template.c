@@ -1,7 +1,7 @@
 /* The fixed part of an exported model.c (presk/export/model_template.c): the bit casts
    the kernels call, then (at the marker) the kernels and the host printed by
-   mlir-translate --mlir-to-cpp, then the loader of model.bin (and of a checkpoint's
-   parameters, through checkpoint.c) and model_run. */
+   mlir-translate --mlir-to-cpp, then the vocabulary's lookup (model_token), the loader
+   of model.bin (and of a checkpoint's parameters, through checkpoint.c) and model_run. */
 #include "model.h"
 
 #include <errno.h>
@@ -31,6 +31,14 @@ const size_t model_input_bytes[MODEL_INPUTS + 1] = MODEL_INPUT_BYTES;
 const size_t model_output_bytes[MODEL_OUTPUTS + 1] = MODEL_OUTPUT_BYTES;
 static const struct place data_places[MODEL_DATA_ARRAYS + 1] = MODEL_DATA_PLACES;
 static const struct place output_places[MODEL_OUTPUTS + 1] = MODEL_OUTPUT_PLACES;
+static const char token_text[] = MODEL_TOKEN_TEXT;
+static const size_t token_offsets[MODEL_VOCAB + 1] = MODEL_TOKEN_OFFSETS;
+
+const char *model_token(int64_t t, size_t *length) {
+  if (t < 0 || t >= MODEL_VOCAB) return NULL;
+  *length = token_offsets[t + 1] - token_offsets[t];
+  return token_text + token_offsets[t];
+}
 
 model *model_load(const char *path) {
   FILE *f = fopen(path, "rb");

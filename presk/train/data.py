@@ -1,14 +1,14 @@
-"""Token windows from text: a byte-level tokenizer, windows of T + 1 tokens, a 90/10
-split, and a batch order fixed by the seed.
+"""Token windows from text: the texts' tokens (presk/train/tokenizer.py: bytes ranked by
+frequency, or a byte-level BPE), windows of T + 1 tokens, a 90/10 split, and a batch order
+fixed by the seed.
 
-The tokenizer ranks the 256 byte values by how often they occur in the corpus (ties by
-value): a token is its byte's rank, so a model with a vocabulary of V < 256 reads the
-V − 1 most frequent bytes as themselves and every other byte as token V − 1. Windows are
-consecutive runs of T + 1 tokens of the concatenated texts, taken every T tokens (each
-window's last token is the next one's first); the first 90 % are for training, the rest
-for validation. An epoch visits the training windows in an order drawn from the seed;
-a step takes the next B of them (a last partial batch is skipped). Validation reads the
-validation windows in order, in whole batches of B.
+Windows are consecutive runs of T + 1 tokens of the concatenated texts, taken every T
+tokens (each window's last token is the next one's first); the first 90 % are for
+training, the rest for validation. An epoch visits the training windows in an order drawn
+from the seed; a step takes the next B of them (a last partial batch is skipped).
+Validation reads the validation windows in order, in whole batches of B. A model of V
+tokens reads every token from V − 1 on as token V − 1 (with bytes ranked by frequency: the
+V − 1 most frequent bytes as themselves, the others as one).
 """
 
 from __future__ import annotations
@@ -22,21 +22,20 @@ import numpy as np
 
 from presk.errors import FileFormatError, UsageError
 from presk.runtime import pskd, rng
+from presk.train.tokenizer import Tokenizer, bytes_by_frequency, from_meta, to_meta, train_bpe
 
-TOKENIZER = "bytes-by-frequency"
 
-
-def build(paths: list[str], window: int) -> pskd.Container:
-    """The data file for these texts at window length `window` (T)."""
+def build(paths: list[str], window: int, bpe: int | None = None) -> pskd.Container:
+    """The data file for these texts at window length `window` (T), their tokens the
+    bytes ranked by frequency, or with `bpe` a byte-level BPE of that many tokens learnt
+    from them."""
     if window < 1:
         raise UsageError(f"--window {window}: a window needs at least one token")
     texts = [_read_text(p) for p in paths]
-    raw = np.frombuffer(b"\n".join(texts), dtype=np.uint8)
-    counts = np.bincount(raw, minlength=256)
-    order = sorted(range(256), key=lambda b: (-counts[b], b))  # byte values by rank
-    rank = np.empty(256, dtype=np.uint8)
-    rank[order] = np.arange(256, dtype=np.uint8)
-    tokens = rank[raw]
+    joined = b"\n".join(texts)
+    raw = np.frombuffer(joined, dtype=np.uint8)
+    tok = bytes_by_frequency(raw) if bpe is None else train_bpe(texts, bpe)
+    tokens = tok.encode(joined).astype(np.uint8 if tok.size <= 256 else np.uint16)
     n = (len(tokens) - 1) // window
     if n < 2:
         raise UsageError(f"the texts give {n} window(s) of {window + 1} tokens: need at least 2")
@@ -44,9 +43,8 @@ def build(paths: list[str], window: int) -> pskd.Container:
     windows = tokens[starts[:, None] + np.arange(window + 1)[None, :]]
     n_train = max(1, (n * 9) // 10)
     meta = {
-        "tokenizer": TOKENIZER,
+        **to_meta(tok),
         "window": window,
-        "vocab": [int(b) for b in order],
         "sources": [os.path.basename(p) for p in paths],
         "bytes": int(len(raw)),
     }
@@ -64,31 +62,31 @@ def _read_text(path: str) -> bytes:
         raise UsageError(f"cannot read {path}: {e.strerror}", code="E0002") from None
 
 
-def encode(text: bytes, vocab: list[int]) -> np.ndarray:
-    rank = np.empty(256, dtype=np.int64)
-    rank[vocab] = np.arange(256)
-    return rank[np.frombuffer(text, dtype=np.uint8)]
-
-
 @dataclass
 class Windows:
     path: str
     window: int
     train: np.ndarray
     val: np.ndarray
+    tokenizer: Tokenizer
 
     @classmethod
     def load(cls, path: str) -> Windows:
         """The windows of the data file at `path`, refused (E9007) unless they are what
-        `build` writes: rows of T + 1 byte ranks under the tokenizer's vocabulary."""
+        `build` writes: rows of T + 1 tokens of its tokenizer."""
         c = pskd.read(path)
-        if c.kind != "data" or c.meta.get("tokenizer") != TOKENIZER or "train" not in c.arrays:
+        if c.kind != "data" or "train" not in c.arrays:
             raise FileFormatError(f"{path}: not a token-window data file", code="E9007")
-        why = _meta_error(c.meta) or _windows_error(c.arrays, c.meta["window"])
+        tok = from_meta(c.meta, path, "E9007")
+        window = c.meta.get("window")
+        if type(window) is not int or window < 1:
+            why = f"its window {reprlib.repr(window)} is not a whole number of tokens (at least 1)"
+            raise FileFormatError(f"{path}: {why}", code="E9007")
+        why = _windows_error(c.arrays, window, tok.size)
         if why:
             raise FileFormatError(f"{path}: {why}", code="E9007")
         train = c.arrays["train"]
-        return cls(path, c.meta["window"], train, c.arrays.get("val", train[:0]))
+        return cls(path, window, train, c.arrays.get("val", train[:0]), tok)
 
     def batches_per_epoch(self, batch: int) -> int:
         return len(self.train) // batch
@@ -117,25 +115,9 @@ class Windows:
             yield self.val[i * batch : (i + 1) * batch].astype(np.int64)
 
 
-def _meta_error(meta: dict) -> str | None:
-    window, vocab = meta.get("window"), meta.get("vocab")
-    if type(window) is not int or window < 1:
-        return f"its window {reprlib.repr(window)} is not a whole number of tokens (at least 1)"
-    if not _is_byte_order(vocab):
-        return "its vocab is not an order of the 256 byte values"
-    return None
-
-
-def _is_byte_order(vocab: object) -> bool:
-    return (
-        isinstance(vocab, list)
-        and all(type(b) is int for b in vocab)
-        and sorted(vocab) == list(range(256))
-    )
-
-
-def _windows_error(arrays: dict[str, np.ndarray], window: int) -> str | None:
-    """Why `train` or `val` is not windows: a 2-D integer array, each row T + 1 ranks."""
+def _windows_error(arrays: dict[str, np.ndarray], window: int, tokens: int) -> str | None:
+    """Why `train` or `val` is not windows: a 2-D integer array, each row T + 1 of the
+    tokenizer's `tokens` tokens."""
     for name in ("train", "val"):
         a = arrays.get(name)
         if a is None:
@@ -144,8 +126,8 @@ def _windows_error(arrays: dict[str, np.ndarray], window: int) -> str | None:
             return f"{name} is {a.ndim}-D {pskd.dtype_name(a)}; windows are a 2-D integer array"
         if a.shape[1] != window + 1:
             return f"{name} has rows of {a.shape[1]} tokens, a window of {window} has {window + 1}"
-        if a.size and (a.min() < 0 or a.max() > 255):
-            return f"{name} holds tokens outside 0..255, the ranks of the byte values"
+        if a.size and (a.min() < 0 or a.max() >= tokens):
+            return f"{name} holds tokens outside 0..{tokens - 1}, those of its tokenizer"
     return None
 
 

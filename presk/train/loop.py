@@ -46,6 +46,7 @@ from presk.schemas import REALIZATION
 from presk.train.data import Windows, next_token_pair
 from presk.train.evaluate import backend_words, check_validation, validation_loss
 from presk.train.step import HYPER, MASTER, SYMBOL
+from presk.train.tokenizer import BPE, KINDS
 
 # The setup a checkpoint records and a resumed run must share (E9005 otherwise), but for
 # `steps`: a resumed run may extend its run (presk/cli/cmd_train.py decides).
@@ -64,6 +65,12 @@ SETUP = (
     "steps",
 )
 
+
+# When a run logs, validates and checkpoints (`presk train --log-every`, `--eval-every`,
+# `--eval-batches`, `--checkpoint-every`): recorded, and taken back by a resumed run for
+# the flags it is not given (presk/cli/cmd_train.py), so that it validates and keeps
+# best.psk.d as the run did.
+SCHEDULE = ("log_every", "eval_every", "eval_batches", "checkpoint_every")
 
 # What a run writes in --out, beside log.csv and loss.png.
 CHECKPOINT = "checkpoint.psk.d"
@@ -148,6 +155,13 @@ def check_token_entry(program: HostProgram, data: Windows) -> tuple[TensorType, 
             code="E3011",
         )
     batch, window = types[0].shape
+    vocab = vocabulary(program, arguments[0][0])
+    if data.tokenizer.kind == BPE and vocab < data.tokenizer.size:
+        raise BindingError(
+            f"{data.path} holds the tokens of {data.tokenizer.describe()}, the entry reads "
+            f"V = {vocab}: give V of at least {data.tokenizer.size}",
+            code="E3011",
+        )
     if window != data.window:
         raise BindingError(
             f"{data.path} holds windows of {data.window} tokens, the entry reads {window}",
@@ -158,7 +172,7 @@ def check_token_entry(program: HostProgram, data: Windows) -> tuple[TensorType, 
             f"{data.path} has {len(data.train)} training windows, fewer than a batch of {batch}",
             code="E3011",
         )
-    return types[0], vocabulary(program, arguments[0][0])
+    return types[0], vocab
 
 
 def token_argument(program: HostProgram, feeder: str) -> tuple[TensorType, int]:
@@ -197,7 +211,8 @@ def log_line(row: dict) -> str:
 
 
 def progress(step: int, steps: int, rate: float, loss: float) -> str:
-    """The progress bar's text: step 40/600  12.3 steps/s  ETA 45 s  loss 3.210000"""
+    """The training's progress line after its label: `step 40/600  12.3 steps/s  ETA 46 s
+    loss 3.210000`."""
     left = (steps - step) / rate
     eta = f"{left:.0f} s" if left < 100 else f"{left / 60:.0f} min"
     return f"step {step}/{steps}  {rate:.1f} steps/s  ETA {eta}  loss {loss:.6f}"
@@ -535,6 +550,13 @@ TRAINING_META = {
         "steps": {"type": "integer", "minimum": 1},
         "step": {"type": "integer", "minimum": 1},
         "history": {"type": "array", "items": _ROW, "minItems": 1},
+        # the schedule (SCHEDULE), recorded since a resumed run takes it back
+        "log_every": {"type": "integer", "minimum": 1},
+        "eval_every": {"type": ["integer", "null"], "minimum": 1},
+        "eval_batches": {"type": ["integer", "null"], "minimum": 1},
+        "checkpoint_every": {"type": "integer", "minimum": 0},
+        # the data's tokenizer (presk/train/tokenizer.py checks its vocab), with --data
+        "tokenizer": {"enum": list(KINDS)},
     },
     "required": [*SETUP, "step", "history"],
 }
