@@ -1,14 +1,18 @@
 """Progress on slow work (presk/progress.py): one stderr line after a second, cleared at
-the end, drawn only on a terminal (or when PRESK_PROGRESS=1 forces it), and the counts
-the mlir backend and the reference report."""
+the end, drawn only on a terminal (or when PRESK_PROGRESS=1 forces it); where stderr is
+not a terminal, a line for each phase of a long precision command with its time; and the
+counts the mlir backend and the reference report."""
 
 from __future__ import annotations
 
 import io
 import os
+import re
 import subprocess
 import sys
+import time
 from contextlib import redirect_stderr
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +24,7 @@ from presk.progress import Progress
 
 LINEAR = ("tutorial/01_linear.psk", "Linear{3, 2}.apply", {"batch": 4})
 MINIGPT = ("tutorial/05_minigpt.psk", "MiniGPT{64, 16, 2, 2}.loss", {"B": 1, "T": 4})
+REPO = Path(__file__).resolve().parent.parent
 
 
 class Terminal(io.StringIO):
@@ -106,6 +111,78 @@ def test_a_process_whose_stderr_is_not_a_terminal_gets_no_line():
         env={**env, "PRESK_PROGRESS": "1"},
     )
     assert "sweep: layout 2/2" in forced.stderr and forced.stdout == ""
+
+
+def test_a_phase_writes_one_line_with_its_time_where_stderr_is_no_terminal(monkeypatch):
+    monkeypatch.delenv("PRESK_PROGRESS", raising=False)
+    log = io.StringIO()
+    with Progress("presk solve: sensitivity sweep", stream=log, delay=0, phase=True) as p:
+        p.advance()  # drawn in place only on a terminal
+    assert re.fullmatch(r"presk solve: sensitivity sweep \.\.\. \d+\.\d s\n", log.getvalue())
+    took = p.elapsed
+    time.sleep(0.01)
+    assert p.elapsed == took  # its time stopped with it
+    quiet = io.StringIO()
+    with Progress("not a phase", stream=quiet, delay=0) as p:
+        p.advance()
+    with Progress("quick", stream=quiet, phase=True):  # under a second: nothing to say
+        pass
+    with pytest.raises(KeyError), Progress("failed", stream=quiet, delay=0, phase=True):
+        raise KeyError("the error says why")
+    monkeypatch.setenv("PRESK_PROGRESS", "0")
+    with Progress("off", stream=quiet, delay=0, phase=True):
+        pass
+    assert quiet.getvalue() == ""
+
+
+def test_a_phase_on_a_terminal_is_the_line_drawn_in_place(monkeypatch):
+    monkeypatch.delenv("PRESK_PROGRESS", raising=False)
+    tty = Terminal()
+    with Progress("presk calibrate: samples", 2, stream=tty, delay=0, phase=True) as p:
+        p.advance()
+    assert tty.getvalue() == "\rpresk calibrate: samples 1/2  0.0 s\x1b[K\r\x1b[K"
+
+
+# the precision commands as a user pipes them, each phase logged however short it is
+PIPED = """
+import sys
+from presk import progress
+progress.DELAY = 0
+from presk.cli.main import main
+env, out = sys.argv[1:]
+program = ["tests/train/mlp_regression.psk", "--entry", "Regression.loss", "--dim", "N=4"]
+common = ["--bits", "64", "--samples", "2", "--workers", "1"]
+assert main(["calibrate", "--precision", *program, *common, "--out", env]) == 0
+solve = ["--precision", env, "--budget", "1e-3", "--workers", "1", "--out", out]
+assert main(["solve", *program, *solve]) == 0
+check = ["--measure", "--backend", "kernel", "--sites", "0"]
+assert main(["check", "--precision", env, *program, *check]) == 0
+assert main(["bisect", *program, "--realize", "bf16", "--bits", "64"]) == 0
+"""
+
+
+def test_the_precision_commands_log_their_phases_when_piped(tmp_path):
+    def piped(**env) -> subprocess.CompletedProcess:
+        argv = [sys.executable, "-c", PIPED, str(tmp_path / "env.json"), str(tmp_path / "r.json")]
+        base = {k: v for k, v in os.environ.items() if k != "PRESK_PROGRESS"}
+        done = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, env={**base, **env})
+        assert done.returncode == 0, done.stderr
+        return done
+
+    done = piped()
+    phases = [re.fullmatch(r"(.*) \.\.\. (\d+\.\d) s", line) for line in done.stderr.splitlines()]
+    assert all(phases), done.stderr
+    assert [m[1] for m in phases] == [
+        "presk calibrate: the reference on 2 samples",
+        "presk solve: sensitivity sweep on the reference",
+        "presk solve: the exact outputs of 2 samples",
+        "presk solve: measuring candidates",
+        "presk check: the bound (cond)",
+        "presk check: measuring on kernel against the reference",
+        "presk bisect: bf16 on kernel beside the reference",
+    ]
+    assert "presk solve: `Regression.loss`" in done.stdout and " ... " not in done.stdout
+    assert piped(PRESK_PROGRESS="0").stderr == ""
 
 
 @pytest.mark.parametrize("grad", [False, True])

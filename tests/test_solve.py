@@ -2,12 +2,14 @@
 
 Tiny programs, two samples, 64-bit envelopes: the MLP regression of the training tests
 (its loss at N=4), the tutorial's MLP{4, 8, 1}.mse for the greedy proposal against
-the exhaustive search, and the tiny MiniGPT on windows of text for the held-out samples."""
+the exhaustive search, and the tiny MiniGPT on windows of text for the held-out samples
+(its head zero-initialised: a vacuous solve, refused but for --force)."""
 
 from __future__ import annotations
 
 import io
 import json
+import re
 from contextlib import redirect_stdout
 from dataclasses import replace
 from pathlib import Path
@@ -18,6 +20,7 @@ import pytest
 
 from presk import api
 from presk.api import to_numpy
+from presk.cli import cmd_solve
 from presk.cli.main import main
 from presk.precision.bound import exact_output, gap_to
 from presk.precision.calibrate import Job
@@ -204,9 +207,8 @@ def test_the_held_out_gap_is_printed_on_the_windows_after_the_envelopes(tmp_path
     presk("data", REPO / "corpus/nlp/data/GPL-1.txt", "--window", "8", "--out", data)
     sizes = [*MINIGPT, "--data", data]
     env = calibrate(MINIGPT_FILE, sizes, tmp_path / "env.json")
-    text = solved(
-        MINIGPT_FILE, MINIGPT, env, tmp_path / "r.json", "--budget", "1e-3", "--heldout", "3"
-    )
+    flags = ("--budget", "1e-3", "--heldout", "3", "--force")  # initialised: vacuous
+    text = solved(MINIGPT_FILE, MINIGPT, env, tmp_path / "r.json", *flags)
     assert f"samples 2 to 4 of {data}" in line(text, "held-out gap")
     # the sweep ran on the envelope's first sample, the data's windows, not drawn tokens
     core = api.load(MINIGPT_FILE).elaborate("MiniGPT{64, 16, 2, 2}.loss", {"B": 1, "T": 8})
@@ -283,3 +285,44 @@ def test_the_weighted_estimate_is_at_most_the_measured_one_and_its_solve_ends_in
         )
     s = solve(weighted, Options(1e-3), Gauge(core, envelope, job, weighted))
     assert s.inside and any(t != "f64" for t in s.assignment.values())
+
+
+def test_a_vacuous_solve_goes_on_under_force_with_a_warning(tmp_path, capsys):
+    # drawn parameters: the head is zero, so nothing upstream of it has a sensitivity
+    env = calibrate(MINIGPT_FILE, MINIGPT, tmp_path / "env.json")
+    text = solved(MINIGPT_FILE, MINIGPT, env, tmp_path / "r.json", "--budget", "1e-3", "--force")
+    assert line(text, "measured gap").endswith(": inside")
+    warning = next(x for x in capsys.readouterr().err.splitlines() if x.startswith("warning:"))
+    assert "the solve is vacuous: 31 of the 33 values offered" in warning
+    assert "passes no gradient upstream" in warning and warning.endswith("(--force)")
+
+
+@pytest.mark.parametrize(
+    "sweep, swept, total, noted",
+    [
+        ("reference", 81.0, 104.0, True),  # the corpus GPT's (section 7)
+        ("reference", 40.0, 100.0, False),  # not most of the time
+        ("reference", 3.0, 4.0, False),  # too short to be worth a note
+        ("f64", 81.0, 104.0, False),  # --sweep f64 given
+    ],
+)
+def test_the_sweep_note_when_the_reference_sweep_takes_most_of_the_time(sweep, swept, total, noted):
+    note = cmd_solve.sweep_note(sweep, swept, total)
+    assert (note is not None) is noted
+    if noted:
+        assert "--sweep f64" in note and f"took {swept:.1f} s of the solve's {total:.1f} s" in note
+
+
+@pytest.mark.parametrize("sweep", ["reference", "f64"])
+def test_the_solve_prints_the_note_unless_sweep_f64_is_given(
+    mlp_env, tmp_path, capsys, monkeypatch, sweep
+):
+    monkeypatch.setattr(cmd_solve, "SWEEP_SECONDS", 0.0)  # the tiny sweep counts as long
+    monkeypatch.setattr(cmd_solve, "SWEEP_SHARE", 0.0)
+    solved(MLP, LOSS, mlp_env, tmp_path / "r.json", "--budget", "1e-3", "--sweep", sweep)
+    notes = [x for x in capsys.readouterr().err.splitlines() if x.startswith("note:")]
+    if sweep == "f64":
+        assert notes == []
+    else:
+        assert len(notes) == 1 and "--sweep f64" in notes[0]
+        assert re.search(r"took \d+\.\d s of the solve's \d+\.\d s", notes[0])

@@ -4,8 +4,16 @@ grew (presk/precision/bisect.py, docs/precision.md)."""
 from __future__ import annotations
 
 from presk.cli.common import positive_count, real_number
-from presk.cli.programs import add_program_args, add_sample_args, elaborate_args
+from presk.cli.programs import (
+    RECORDED_BINDINGS_HELP,
+    WEIGHTS_HELP,
+    add_program_args,
+    add_sample_args,
+    elaborate_args,
+)
+from presk.cli.recorded import apply_checkpoint
 from presk.precision.bisect import Inputs, bisect, text
+from presk.progress import Progress
 
 
 def configure(p) -> None:
@@ -23,7 +31,7 @@ def configure(p) -> None:
         help="the largest gap of the output, relative to its largest magnitude: say whether "
         "it is inside, and where the gap first passes it",
     )
-    add_sample_args(p, "kernel")
+    add_sample_args(p, "kernel", WEIGHTS_HELP + RECORDED_BINDINGS_HELP)
     p.add_argument(
         "--top",
         type=positive_count,
@@ -34,8 +42,12 @@ def configure(p) -> None:
 
 
 def run(args) -> int:
+    if args.weights:
+        apply_checkpoint(args, args.weights)
     core = elaborate_args(args)
     inputs = Inputs(args.seed, args.weights, args.data)
-    found = bisect(core, args.realize, inputs, args.backend, args.bits)
+    label = f"presk bisect: {args.realize} on {args.backend} beside the reference"
+    with Progress(label, phase=True):
+        found = bisect(core, args.realize, inputs, args.backend, args.bits)
     print(text(found, args.top, args.budget), end="")
     return 0

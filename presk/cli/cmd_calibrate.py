@@ -11,6 +11,7 @@ import sys
 
 from presk.cli.common import count, positive_count
 from presk.cli.programs import (
+    RECORDED_BINDINGS_HELP,
     WEIGHTS_HELP,
     add_program_args,
     add_seed_arg,
@@ -20,6 +21,7 @@ from presk.cli.programs import (
     load_program,
     reference_bits,
 )
+from presk.cli.recorded import apply_checkpoint
 from presk.errors import UsageError
 from presk.fileio import check_writable
 from presk.precision.calibrate import Job, calibrate, on_processes, serially
@@ -27,6 +29,7 @@ from presk.precision.cluster import on_cluster
 from presk.precision.envelope import GRAINS, Envelope, Meta, program_digest, write_envelope
 from presk.precision.samples import sample_arguments
 from presk.precision.step_gap import DEFAULTS, Measured, Setup, measure, read_realizations
+from presk.progress import Progress
 from presk.runtime.inputs import parameters
 from presk.toolchain import default_threads
 from presk.train.data import Windows
@@ -51,7 +54,7 @@ def configure(p) -> None:
         help="token windows from `presk data`, a batch a sample (with --step, a step); "
         "without it inputs are drawn",
     )
-    add_weights_arg(p, WEIGHTS_HELP + " (--step needs them)")
+    add_weights_arg(p, WEIGHTS_HELP + " (--step needs them)" + RECORDED_BINDINGS_HELP)
     p.add_argument(
         "--bits",
         type=reference_bits,
@@ -92,6 +95,8 @@ def configure(p) -> None:
 
 
 def run(args) -> int:
+    if args.weights:  # its --realize names the realizations --step measures
+        apply_checkpoint(args, args.weights, realize=False)
     if args.step:
         return run_step(args)
     if args.out is None:
@@ -115,7 +120,9 @@ def run(args) -> int:
     )
     sample_arguments(core, meta, meta.first + meta.samples - 1)  # refused here, not in a worker
     job = Job(program.ast.text, args.file, args.remat, meta)
-    env = calibrate(job, _spread(args), _progress(args.samples))
+    label = f"presk calibrate: the reference on {args.samples} samples"
+    with Progress(label, args.samples, phase=True) as progress:
+        env = calibrate(job, _spread(args), lambda done: progress.advance(done - progress.done))
     write_envelope(env, args.out)
     sys.stdout.write(summary(env))
     return 0
@@ -138,18 +145,6 @@ def _spread(args):
         return on_cluster(args.scheduler)
     workers = args.workers if args.workers is not None else default_threads()
     return serially if workers == 1 or args.samples == 1 else on_processes(workers)
-
-
-def _progress(total: int):
-    """A `sample i/N` counter on stderr, when stderr is a terminal."""
-    if not sys.stderr.isatty():
-        return None
-
-    def show(done: int) -> None:
-        end = "\n" if done == total else ""
-        print(f"\rsample {done}/{total}", end=end, file=sys.stderr, flush=True)
-
-    return show
 
 
 def summary(env: Envelope) -> str:
@@ -184,7 +179,10 @@ def run_step(args) -> int:
     params = parameters(core.view, args.seed, args.weights)
     bits = args.bits or 64
     setup = Setup(core, params, data, args.warmup, args.lr, args.seed, bits)
-    sys.stdout.write(step_table(measure(setup, rs), setup))
+    label = f"presk calibrate --step: the exact step and {len(rs)} realizations"
+    with Progress(label, phase=True):
+        measured = measure(setup, rs)
+    sys.stdout.write(step_table(measured, setup))
     return 0
 
 

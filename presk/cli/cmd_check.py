@@ -6,10 +6,19 @@ from __future__ import annotations
 import math
 
 from presk.cli.common import whole_number
-from presk.cli.programs import add_program_args, elaborate_args
+from presk.cli.programs import (
+    Defaulted,
+    add_program_args,
+    add_weights_arg,
+    elaborate_args,
+    envelope_of,
+    recorded_help,
+)
+from presk.cli.recorded import apply_checkpoint
 from presk.precision.bound import Propagation, measured_gap
-from presk.precision.envelope import Envelope, envelope_for
+from presk.precision.envelope import Envelope
 from presk.precision.rules import MODELS
+from presk.progress import Progress
 
 BACKENDS = ("mlir", "kernel")
 
@@ -24,9 +33,14 @@ def configure(p) -> None:
     add_program_args(p)
     p.add_argument(
         "--realize",
-        default="f64",
+        default=Defaulted("f64"),
         metavar="T|@R.json",
-        help="the realization bounded: f64, f32, bf16 or a record (default f64)",
+        help="the realization bounded: f64, f32, bf16 or a record (default: a --weights "
+        "checkpoint's, else f64)",
+    )
+    add_weights_arg(
+        p,
+        "the parameters, which must be the envelope's (default: the envelope's)" + recorded_help(),
     )
     p.add_argument(
         "--model",
@@ -57,16 +71,23 @@ def configure(p) -> None:
 
 
 def run(args) -> int:
+    if args.weights:
+        apply_checkpoint(args, args.weights)
     core = elaborate_args(args)
-    envelope = envelope_for(args.precision, core)
+    envelope = envelope_of(args, core)
     kernels = core.lower(args.realize)
     kernels.module  # noqa: B018 - lowering refuses a realization the kernels cannot take
     models = MODELS if args.model == "all" else (args.model,)
     propagation = Propagation(core, envelope, kernels.realization)
-    results = {m: propagation.run(m) for m in models}
+    with Progress(f"presk check: the bound ({args.model})", phase=True):
+        results = {m: propagation.run(m) for m in models}
     print(f"presk check: `{core.entry}` of {args.file} under {kernels.realization.label}")
     print(_condition(envelope))
-    gap = measured_gap(core, envelope, kernels.realization, args.backend) if args.measure else None
+    gap = None
+    if args.measure:
+        label = f"presk check: measuring on {args.backend} against the reference"
+        with Progress(label, phase=True):
+            gap = measured_gap(core, envelope, kernels.realization, args.backend)
     _print_bounds(results, gap, args.backend)
     _print_sites(core, results, args.sites)
     return 0

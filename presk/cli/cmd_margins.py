@@ -10,8 +10,15 @@ from decimal import ROUND_FLOOR, Decimal
 
 import numpy as np
 
+from presk.cli.cmd_generate import recorded_setup
 from presk.cli.common import positive_count, real_number
-from presk.cli.programs import add_program_args, elaborate_args, load_program, reference_bits
+from presk.cli.programs import (
+    add_program_args,
+    elaborate_args,
+    load_program,
+    recorded_help,
+    reference_bits,
+)
 from presk.errors import UsageError
 from presk.precision.margins import (
     Bound,
@@ -25,6 +32,7 @@ from presk.precision.margins import (
     margins_of,
     needed_positions,
 )
+from presk.progress import Progress
 from presk.toolchain import default_threads
 from presk.train.data import Windows
 
@@ -46,13 +54,14 @@ def configure(p) -> None:
         "--weights",
         required=True,
         metavar="CKPT|P.npz|P.safetensors",
-        help="the trained parameters whose decisions are measured",
+        help="the trained parameters whose decisions are measured"
+        + recorded_help("--const, --dim, --remat, --data; its module's apply for --entry"),
     )
     p.add_argument(
         "--data",
-        required=True,
         metavar="FILE.psk.d",
-        help="token windows from `presk data`: the margins are read on its held-out windows",
+        help="token windows from `presk data`: the margins are read on its held-out windows "
+        "(default: the data a --weights checkpoint was trained on)",
     )
     p.add_argument(
         "--delta",
@@ -104,13 +113,19 @@ def run(args) -> int:
     if args.backend is not None and args.check is None:
         raise UsageError("--backend chooses where --check runs a realization: give --check")
     program = load_program(args.file)
+    meta = recorded_setup(args, program)  # the logits: the recorded module's apply
+    if args.data is None:
+        if not (meta and meta.get("data")):
+            raise UsageError("give --data: the windows whose held-out margins are read")
+        args.data = meta["data"]
     core = elaborate_args(args, program)
     data = Windows.load(args.data)
     batch = check_logits_entry(core.view, data)[0].shape[0]
     batches = held_out_batches(data, batch, args.samples)
     job = held_out_job(program, core, args.weights, args.data, batches, args.bits)
     workers = args.workers if args.workers is not None else default_threads()
-    exact = exact_logits(core, job, workers)
+    with Progress(f"presk margins: the exact logits of {batches} batches", phase=True):
+        exact = exact_logits(core, job, workers)
     margins = margins_of(exact)
     bound = epsilon_star(margins, args.delta, args.confidence)
     print(_header(args, core.entry, f"{batches} × {batch}", margins))
@@ -119,7 +134,9 @@ def run(args) -> int:
         print(_commands(args, bound))
     if args.check is not None:
         backend = args.backend or "kernel"
-        print(_check(args.check, backend, check(core, job.meta, exact, args.check, backend), bound))
+        with Progress(f"presk margins: --check {args.check} on {backend}", phase=True):
+            checked = check(core, job.meta, exact, args.check, backend)
+        print(_check(args.check, backend, checked, bound))
     return 0
 
 

@@ -8,6 +8,7 @@ import json
 import math
 import os
 import sys
+import time
 from collections import Counter
 
 from presk import realize
@@ -17,19 +18,21 @@ from presk.cli.programs import (
     add_program_args,
     add_warmup_args,
     elaborate_args,
+    envelope_of,
     load_program,
+    recorded_help,
     reference_bits,
 )
-from presk.errors import RealizationError, UsageError
+from presk.cli.recorded import apply_checkpoint
+from presk.errors import BindingError, UsageError
 from presk.fileio import check_writable, write_atomic
 from presk.precision.calibrate import Job
-from presk.precision.envelope import envelope_for
 from presk.precision.explain import moves_record
 from presk.precision.integers import SCHEMES, is_integer, parse_menu
 from presk.precision.offers import ROUNDINGS, RUNGS, envelope_sweep, menu
 from presk.precision.profile import other_machine, read_profile
 from presk.precision.quant_pass import quantize_after, table_text
-from presk.precision.sensitivity import SWEEPS
+from presk.precision.sensitivity import AT_INITIALISATION, SWEEPS, zero_at_initialisation
 from presk.precision.solve import (
     BACKENDS,
     NARROWINGS,
@@ -41,6 +44,7 @@ from presk.precision.solve import (
 )
 from presk.precision.step_gap import Setup
 from presk.precision.step_solve import GRAINS, StepSolution, solve_step
+from presk.progress import Progress
 from presk.runtime.inputs import parameters
 from presk.toolchain import default_threads
 from presk.train.data import Windows
@@ -57,7 +61,12 @@ NOT_STEP = (
     "profile",
     "menu",
     "quant",
+    "force",
 )
+# solve notes --sweep f64 when the reference's sweep took more than this share of its time,
+# and at least these seconds (a shorter sweep is not worth a line, whatever its share)
+SWEEP_SHARE = 0.5
+SWEEP_SECONDS = 10.0
 MOST = 40  # --step's measurements at most: a native step and its gap take seconds each
 # --step's own flags with their defaults (None in the parser, so that one given without
 # --step is seen and refused)
@@ -109,7 +118,7 @@ def add_solve_args(p, budgets, precision_required: bool = True) -> None:
         "--weights",
         metavar="CKPT|P.npz|P.safetensors",
         help="the parameters, which must be the envelope's (default: the envelope's); "
-        "--step's trained parameters",
+        "--step's trained parameters" + recorded_help("--entry, --const, --dim, --remat"),
     )
     p.add_argument(
         "--min-gain",
@@ -199,6 +208,12 @@ def add_solve_args(p, budgets, precision_required: bool = True) -> None:
         metavar="N",
         help="local processes the reference's samples are spread over (default: the cores)",
     )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="solve even where the sensitivities are vacuous (exactly 0 at initialised "
+        "parameters), with a warning",
+    )
 
 
 def add_step_args(p) -> None:
@@ -231,6 +246,8 @@ def add_step_args(p) -> None:
 
 
 def run(args) -> int:
+    if args.weights:
+        apply_checkpoint(args, args.weights)
     if args.step:
         return run_step(args)
     if args.precision is None:
@@ -266,7 +283,8 @@ def run_step(args) -> int:
     data = Windows.load(args.data) if args.data else None
     params = parameters(core.view, args.seed, args.weights)
     setup = Setup(core, params, data, args.warmup, args.lr, args.seed, args.bits)
-    solution = solve_step(setup, args.grain, args.budget, args.margin, args.measurements)
+    with Progress("presk solve --step: measuring the step's realizations", phase=True):
+        solution = solve_step(setup, args.grain, args.budget, args.margin, args.measurements)
     write_atomic(args.out, json.dumps(solution.record(), indent=1) + "\n")
     realize.read("@" + args.out)
     print(step_summary(solution, setup, args))
@@ -314,26 +332,30 @@ def menu_rungs(args) -> tuple[str, ...]:
 
 
 def solved(args) -> tuple[Core, Solution]:
-    """The entry the flags name and its solution under the flags of `add_solve_args`."""
+    """The entry the flags name and its solution under the flags of `add_solve_args`,
+    each long phase timed (presk/progress.py)."""
+    started = time.monotonic()
     rungs = menu_rungs(args)
     profile = read_profile(args.profile) if args.profile is not None else None
     if profile is not None and other_machine(profile):
         print(f"warning: {args.profile}: {other_machine(profile)}", file=sys.stderr)
     program = load_program(args.file)
     core = elaborate_args(args, program)
-    envelope = envelope_for(args.precision, core)
+    envelope = envelope_of(args, core)
     meta = envelope.meta
-    if args.weights is not None and args.weights != meta.weights:
-        raise RealizationError(
-            f"{args.precision}: the envelope was measured on weights {meta.weights}, "
-            f"not {args.weights}",
-            code="E7004",
-        )
     held = held_out(args, core, meta)  # refused before the sweep if there are none
-    found = envelope_sweep(core, envelope, args.sweep, keep_gradients=args.quant)
-    offered = menu(
-        core, envelope, found, args.rounding, args.min_gain, profile, rungs, quant=args.quant
-    )
+    command = f"presk {args.command}"
+    where = "on the reference" if args.sweep == "reference" else "in binary64 (--sweep f64)"
+    with Progress(f"{command}: sensitivity sweep {where}", phase=True) as sweep:
+        found = envelope_sweep(core, envelope, args.sweep, keep_gradients=args.quant)
+        swept = sweep.elapsed
+        offered = menu(
+            core, envelope, found, args.rounding, args.min_gain, profile, rungs, quant=args.quant
+        )
+        # refused in the phase, so that no phase line comes before the error
+        warning = refuse_vacuous(args, offered, found)
+    if warning is not None:
+        print(warning, file=sys.stderr)
     options = Options(
         budget=args.budget if args.budget is not None else args.budget_abs,
         absolute=args.budget is None,
@@ -346,11 +368,51 @@ def solved(args) -> tuple[Core, Solution]:
     workers = args.workers if args.workers is not None else default_threads()
     gauge = Gauge(core, envelope, job, offered, args.measure, workers)
     held_gauge = gauge.moved_to(held) if held else None
-    solution = solve(offered, options, gauge, held_gauge)
-    if args.quant:
-        scheme = args.scheme or "absmax"
-        solution = quantize_after(solution, core, gauge, found.gradients, scheme, held_gauge)
+    with Progress(f"{command}: the exact outputs of {meta.samples} samples", phase=True):
+        gauge.exact  # noqa: B018 - computed once here, so that its time is its own phase
+    with Progress(f"{command}: measuring candidates", phase=True):
+        solution = solve(offered, options, gauge, held_gauge)
+        if args.quant:
+            scheme = args.scheme or "absmax"
+            solution = quantize_after(solution, core, gauge, found.gradients, scheme, held_gauge)
+    note = sweep_note(args.sweep, swept, time.monotonic() - started)
+    if note is not None:
+        print(note, file=sys.stderr)
     return core, solution
+
+
+def refuse_vacuous(args, offered, found) -> str | None:
+    """Refuse (E3013) a solve whose sensitivities are vacuous, unless `--force`: then
+    the warning to print. Values offered whose sensitivity is exactly 0 at parameters drawn
+    from their initializers (as `presk dump --stage sensitivity` says) cost nothing in any
+    rung, so the estimate narrows them blind."""
+    zero = zero_at_initialisation(found, offered.offered)
+    if not zero:
+        return None
+    why = (
+        f"the solve is vacuous: {len(zero)} of the {len(offered.offered)} values offered have "
+        f"a sensitivity of exactly 0{_names(zero)}, so the estimate charges "
+        f"nothing for narrowing them: {AT_INITIALISATION}"
+    )
+    if not args.force:
+        raise BindingError(
+            f"{args.precision}: {why}; calibrate the envelope with --weights of trained "
+            "parameters, or give --force",
+            code="E3013",
+        )
+    return f"warning: {args.precision}: {why}; solving anyway (--force)"
+
+
+def sweep_note(sweep: str, swept: float, total: float) -> str | None:
+    """A note naming `--sweep f64` when the sweep on the reference took most of the
+    solve's time (`swept` of `total` seconds), None otherwise."""
+    if sweep != "reference" or swept < SWEEP_SECONDS or swept <= SWEEP_SHARE * total:
+        return None
+    return (
+        f"note: the sensitivity sweep on the reference took {swept:.1f} s of the solve's "
+        f"{total:.1f} s; --sweep f64 runs it in binary64 on the kernel evaluator, in a "
+        "fraction of the time (docs/precision.md, section 7)"
+    )
 
 
 def held_out(args, core, meta):

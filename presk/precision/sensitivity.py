@@ -417,9 +417,23 @@ def text(found: Sensitivities) -> str:
 
 
 def _why_zero(found: Sensitivities) -> str:
-    if found.weights is not None:
+    if not zero_at_initialisation(found, [r.key for r in found.rows]):
         return ""
-    return (
-        ": at initialisation, a parameter initialised to zeros (an output head) passes no "
-        "gradient upstream; pass --weights with trained parameters"
-    )
+    return f": {AT_INITIALISATION}; pass --weights with trained parameters"
+
+
+# why a sensitivity of exactly 0 at parameters drawn from their initializers is vacuous
+AT_INITIALISATION = (
+    "at initialisation, a parameter initialised to zeros (an output head) passes no "
+    "gradient upstream"
+)
+
+
+def zero_at_initialisation(found: Sensitivities, keys) -> list[str]:
+    """Of `keys`, those whose sensitivity is exactly 0 at parameters drawn from their
+    initializers (no weights): the zero is the initialisation's (AT_INITIALISATION), not
+    the model's. None for an entry without parameters, whose zeros are its own."""
+    if found.weights is not None or not any(r.what == "parameter" for r in found.rows):
+        return []
+    zero = {r.key for r in found.rows if r.l1 == 0}
+    return [k for k in keys if k in zero]

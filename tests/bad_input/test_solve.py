@@ -2,7 +2,8 @@
 envelope of another program or bindings (E7004) or a malformed one (E7003), an
 --exhaustive search too large to enumerate (E0001), held-out samples that are not there
 (an envelope without --data, a data file too short: E3011), and an --out it will not
-write (E0003), each before it measures anything."""
+write (E0003), each before it measures anything; and, after its sweep, sensitivities
+that are vacuous (exactly 0 at initialised parameters) without --force (E3013)."""
 
 from __future__ import annotations
 
@@ -109,3 +110,15 @@ def test_held_out_samples_past_the_end_of_the_data_file(tmp_path):
 def test_held_out_and_narrow_flags_presk_cannot_take(envelope, tmp_path, flags, says):
     argv = solve(envelope, str(tmp_path / "r.json"), "--budget", "1e-3", *flags)
     refuse(argv, code="E0001", says=says)
+
+
+def test_a_vacuous_solve_without_force(tmp_path):
+    # the tiny MiniGPT's head is zero at initialisation: every value upstream of it has a
+    # sensitivity of exactly 0, so the estimate would narrow them all for nothing
+    env = str(tmp_path / "env.json")
+    argv = ["calibrate", "--precision", MINIGPT_FILE, *MINIGPT, "--bits", "64", "--samples", "1"]
+    assert main([*argv, "--workers", "1", "--out", env]) == 0
+    out = tmp_path / "r.json"
+    argv = ["solve", MINIGPT_FILE, *MINIGPT, "--precision", env, "--budget", "1e-3", "--out", out]
+    line = refuse(argv, code="E3013", says="the solve is vacuous: 31 of the 33 values offered")
+    assert line.endswith("or give --force") and not out.exists()
