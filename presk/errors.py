@@ -8,6 +8,8 @@ else is a bug in presk and keeps its traceback.
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 
@@ -77,6 +79,13 @@ def excerpt(line: str, col: int) -> tuple[str, int]:
     head = "…" if start > 0 else ""
     tail = "…" if start + EXCERPT < len(line) else ""
     return head + kept + tail, col - start + len(head)
+
+
+def closest(word: str, known: Iterable[str]) -> str | None:
+    """The name in `known` nearest `word` by difflib's ratio (at least 0.6), for a refusal's
+    "did you mean"; None if none is that near."""
+    found = difflib.get_close_matches(word, list(known), n=1)
+    return found[0] if found else None
 
 
 class SourceError(PreskError):

@@ -18,12 +18,17 @@ from presk.backends.native import Compiler
 from presk.cli.common import seed_number
 from presk.cli.programs import (
     MAX_BITS,
+    RECORDED_HELP,
+    WEIGHTS_HELP,
+    Defaulted,
     add_plan_arg,
     add_program_args,
+    add_weights_arg,
     elaborate_args,
     load_program,
     reference_bits,
 )
+from presk.cli.recorded import apply_checkpoint
 from presk.errors import RealizationError, UsageError
 from presk.fileio import check_writable
 from presk.ir.ops import module_launches, string_attr
@@ -49,10 +54,10 @@ def configure(p) -> None:
     )
     p.add_argument(
         "--realize",
-        default="f64",
+        default=Defaulted("f64"),
         metavar="R,…",
         help="the realizations to time the kernel and mlir backends under, a row each: "
-        "f64, f32, bf16 or @R.json (default f64)",
+        "f64, f32, bf16 or @R.json (default: a --weights checkpoint's, else f64)",
     )
     p.add_argument(
         "--bits",
@@ -64,6 +69,7 @@ def configure(p) -> None:
         "--threads", metavar="N", help="worker threads of the mlir backend (default the cores)"
     )
     p.add_argument("--seed", type=seed_number, default=0, help="seed of the inputs and parameters")
+    add_weights_arg(p, WEIGHTS_HELP + RECORDED_HELP)
     p.add_argument(
         "--train-step",
         action="store_true",
@@ -155,12 +161,17 @@ def run(args) -> int:
         raise UsageError(f"--repeat {args.repeat}: time at least one call")
     if args.sweep and args.breakdown:
         raise UsageError("--sweep and --breakdown are two different measurements: give one")
-    if args.calibrate and (args.sweep or args.breakdown or args.file is not None):
-        raise UsageError("--calibrate times kernels of its own: drop FILE, --sweep and --breakdown")
+    timed_program = args.sweep or args.breakdown or args.file is not None or args.weights
+    if args.calibrate and timed_program:
+        raise UsageError(
+            "--calibrate times kernels of its own: drop FILE, --weights, --sweep and --breakdown"
+        )
     if args.calibrate:
         return _calibrate(args)
     if args.file is None:
         raise UsageError("presk bench times a program: give FILE (or --calibrate)")
+    if args.weights:
+        apply_checkpoint(args, args.weights)
     if args.sweep:
         return _sweep(args)
     if args.breakdown:
@@ -180,7 +191,7 @@ def run(args) -> int:
             for variant, plan in variants:
                 core = elaborate_args(args, program, train_step=args.train_step)
                 compiled = core.lower(realize or "f64", plan).compile(name, threads, args.bits)
-                runs = timed(compiled.drawn(args.seed), args.repeat)
+                runs = timed(compiled.drawn(args.seed, args.weights), args.repeat)
                 row = Row(name, realize, runs, variant=variant)
                 if name == "mlir" and not variant:
                     row.compile = _compile_times(compiled.backend)
@@ -287,7 +298,7 @@ def _sweep(args) -> int:
                 compiled = core.lower(realize, f.name).compile("mlir", threads)
             finally:
                 Path(f.name).unlink()
-            runs = timed(compiled.drawn(args.seed), args.repeat)
+            runs = timed(compiled.drawn(args.seed, args.weights), args.repeat)
             predicted = milliseconds(predict(nest, layout, element, target))
             results.append((statistics.median(runs), runs, predicted, layout))
             progress.advance()
@@ -343,7 +354,7 @@ def _breakdown(args) -> int:
     tables = []
     for realize in types:
         compiled = core.lower(realize, args.plan).compile("mlir", threads)
-        call = compiled.drawn(args.seed)
+        call = compiled.drawn(args.seed, args.weights)
         call()  # traces the schedule
         (schedule,) = compiled.backend.schedules.values()
         profile, totals = Profile(), []

@@ -7,7 +7,14 @@ import json
 import sys
 from collections import Counter
 
-from presk.cli.programs import add_program_args, elaborate_args
+from presk import realize as realizations
+from presk.cli.programs import (
+    Defaulted,
+    add_program_args,
+    add_weights_arg,
+    elaborate_args,
+)
+from presk.cli.recorded import apply_checkpoint
 from presk.fileio import write_atomic
 from presk.kernel.cost import Target, milliseconds
 from presk.kernel.machine import TYPES
@@ -16,15 +23,29 @@ from presk.kernel.planner import Choice, choose, nest_shape, plan_entry
 
 def configure(p) -> None:
     add_program_args(p)
-    p.add_argument("--realize", choices=TYPES, default="f64", help="the machine type")
+    p.add_argument(
+        "--realize",
+        choices=TYPES,
+        default=Defaulted("f64"),
+        help="the machine type (default: a --weights checkpoint's, else f64)",
+    )
     p.add_argument("--train-step", action="store_true", help="plan one training step of the entry")
     p.add_argument("--out", metavar="P.json", help="write the plan there (default: stdout)")
+    add_weights_arg(
+        p,
+        "a checkpoint of presk train: the flags left out (--entry, --const, --dim, --realize, "
+        "--remat) are its; its parameters are not read (a plan depends on sizes alone)",
+    )
 
 
 def run(args) -> int:
-    module = elaborate_args(args, train_step=args.train_step).lower(args.realize).module
-    choices = choose(module.operation, args.realize, Target.host())
-    plan = {"realize": args.realize, "layout": {c.site: plan_entry(c.layout) for c in choices}}
+    if args.weights:
+        apply_checkpoint(args, args.weights)
+    # a recorded record (`@CKPT.psk.d`) plans for its machine type
+    realize = realizations.read(args.realize).default
+    module = elaborate_args(args, train_step=args.train_step).lower(realize).module
+    choices = choose(module.operation, realize, Target.host())
+    plan = {"realize": realize, "layout": {c.site: plan_entry(c.layout) for c in choices}}
     text = json.dumps(plan, indent=2) + "\n"
     if args.out:
         write_atomic(args.out, text)

@@ -7,7 +7,7 @@ import math
 import sys
 from collections.abc import Callable
 
-from presk.errors import PreskError, UsageError
+from presk.errors import PreskError, UsageError, closest
 
 
 def whole_number(low: int, high: int, what: str) -> Callable[[str], int]:
@@ -52,7 +52,40 @@ seed_number = whole_number(0, 2**64 - 1, "a whole number from 0 to 2^64 - 1")
 
 
 class ArgParser(argparse.ArgumentParser):
-    """argparse that reports a bad flag as a presk UsageError (one line, exit 1)."""
+    """argparse that reports a bad flag as a presk UsageError (one line, exit 1), and
+    takes a flag only as it is spelled: `--step 5` is no `--steps 5` (argparse would take
+    an unambiguous prefix), and an unknown flag is refused with the nearest one named."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def parse_known_args(self, args=None, namespace=None):
+        # refused here, where this parser's flags are known: a command's parser hands
+        # what it does not know to `presk`'s, which knows none of its flags
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}{self._nearest_flags(extras)}")
+        return namespace, extras
+
+    def _nearest_flags(self, extras: list[str]) -> str:
+        """`; did you mean --steps?` for the unknown flags among `extras` that are near
+        one of this parser's: the one it begins, else the nearest by difflib."""
+        known = [s for action in self._actions for s in action.option_strings]
+        guesses = {}
+        for word in extras:
+            flag = word.partition("=")[0]
+            if not (flag.startswith("-") and flag.lstrip("-")) or flag in known:
+                continue
+            begun = [s for s in known if s.startswith(flag)]
+            guess = begun[0] if len(begun) == 1 else closest(flag, known)
+            if guess is not None:
+                guesses[flag] = guess
+        if not guesses:
+            return ""
+        if len(guesses) == 1:
+            return f"; did you mean {next(iter(guesses.values()))}?"
+        return f"; did you mean {', '.join(f'{g} for {f}' for f, g in guesses.items())}?"
 
     def error(self, message: str):  # argparse calls this and expects it not to return
         raise UsageError(f"{message} (see {self.prog} --help)")

@@ -1,5 +1,6 @@
 """The flags of the commands that take FILE, and the library API calls they make
-(presk/api.py): reading the program, elaborating the entry, compiling it for a backend.
+(presk/api.py): reading the program, elaborating the entry, compiling it for a backend;
+and the envelope `--precision` names, checked against them.
 
 A flag whose default a checkpoint's record or a plan may replace (`--entry`, `--remat`,
 `--realize`) holds its default as a `Defaulted` string, so that what the user gave is
@@ -16,6 +17,8 @@ from presk.cli.common import count, real_number, seed_number, whole_number
 from presk.errors import RealizationError
 from presk.front.bindings import argument_dim, default_entry, missing_entry, parse_assignments
 from presk.plans import plan_path, plan_realization
+from presk.precision.envelope import Envelope, envelope_for
+from presk.runtime.inputs import check_exists
 from presk.stages import REMATS
 from presk.toolchain import check_threads
 from presk.train.loop import Hyper
@@ -65,6 +68,7 @@ def add_program_args(p, default_entry: str | None = None, file_optional: bool = 
 
 def load_program(path: str) -> api.Program:
     """The program at FILE, parsed and checked."""
+    check_exists(path)
     return api.load_file(path)
 
 
@@ -108,10 +112,29 @@ WEIGHTS_HELP = (
 )
 
 
-RECORDED_HELP = (
-    "; a checkpoint of presk train also gives the flags left out (--entry, --const, --dim, "
-    "--realize, --remat)"
-)
+def recorded_help(flags: str = "--entry, --const, --dim, --realize, --remat") -> str:
+    """What `--weights`' help adds where a checkpoint gives the `flags` left out
+    (presk/cli/recorded.py)."""
+    return f"; a checkpoint of presk train also gives the flags left out ({flags})"
+
+
+RECORDED_HELP = recorded_help()
+# Where a command's --realize names what it measures or reads, not how the entry runs
+RECORDED_BINDINGS_HELP = recorded_help("--entry, --const, --dim, --remat")
+
+
+def envelope_of(args, core: api.Core) -> Envelope:
+    """The envelope `--precision` names, refused (E7004) unless it was measured on
+    `core`'s program, entry and bindings, and on `--weights` where it is given."""
+    envelope = envelope_for(args.precision, core)
+    measured = envelope.meta.weights
+    if args.weights is not None and args.weights != measured:
+        raise RealizationError(
+            f"{args.precision}: the envelope was measured on weights {measured}, "
+            f"not {args.weights}",
+            code="E7004",
+        )
+    return envelope
 
 
 def add_weights_arg(p, help: str = WEIGHTS_HELP, required: bool = False) -> None:
@@ -128,12 +151,12 @@ def add_seed_arg(p) -> None:
     )
 
 
-def add_sample_args(p, machine_backend: str) -> None:
+def add_sample_args(p, machine_backend: str, weights_help: str = WEIGHTS_HELP) -> None:
     """The flags of a command that runs one sample of an entry on a machine backend beside
     the exact reference: its parameters (`--weights`), inputs (`--data`, else drawn from
     `--seed`), the reference's `--bits`, and the machine `--backend` (default
     `machine_backend`)."""
-    add_weights_arg(p)
+    add_weights_arg(p, weights_help)
     p.add_argument(
         "--data",
         metavar="FILE.psk.d",

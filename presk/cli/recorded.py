@@ -27,6 +27,7 @@ from presk.front.bindings import (
 )
 from presk.jsontext import first_violation
 from presk.runtime import params_file, pskd
+from presk.runtime.inputs import checkpoint_refusal
 from presk.train.loop import TRAINING_META
 
 # The keys of a checkpoint's meta this module reads, as `presk train` writes them; a
@@ -43,16 +44,20 @@ RECORDED = {
 }
 
 
-def apply_checkpoint(args, path: str, plan: bool = False) -> dict | None:
+def apply_checkpoint(args, path: str, plan: bool = False, realize: bool = True) -> dict | None:
     """Fill the flags `args` lacks from the checkpoint at `path`, refusing a given one
     that disagrees with it (E3015); the checkpoint's meta, or None for a parameters file
     (.npz, .safetensors), which records nothing. `args` holds `add_program_args`'s flags
-    (FILE among them); `--realize` is filled where it has it, and with `plan` (a resumed
-    run, the same step) `--plan`: the plan of a training step names the gradient's nests,
-    which another entry lacks."""
+    (FILE among them); `--realize` is filled where it has it, unless `realize` is False
+    (a command whose `--realize` names what it measures or reads, not how the entry
+    runs), and with `plan` (a resumed run, the same step) `--plan`: the plan of a
+    training step names the gradient's nests, which another entry lacks."""
     if params_file.is_params_file(path):
         return None
-    container = pskd.read(path)
+    try:
+        container = pskd.read(path)
+    except FileFormatError as e:
+        raise checkpoint_refusal(path, e) from None
     if container.kind != "checkpoint":
         raise FileFormatError(f"{path}: a {container.kind} file, not a checkpoint", code="E9005")
     meta = container.meta
@@ -69,7 +74,7 @@ def apply_checkpoint(args, path: str, plan: bool = False) -> dict | None:
     args.dim = (args.dim or []) + [
         flag for name, flag in recorded_dims.items() if name in declared - set(given_dims)
     ]
-    if "realize" in meta and hasattr(args, "realize") and not given(args.realize):
+    if realize and "realize" in meta and hasattr(args, "realize") and not given(args.realize):
         args.realize = Defaulted(_spelling(meta["realize"], path))
     if "remat" in meta and hasattr(args, "remat") and not given(args.remat):
         args.remat = Defaulted(meta["remat"])

@@ -1,18 +1,18 @@
 """Entries and bindings: `--entry 'Linear{3, 2}.apply'`, `--dim batch=4`, `--const D=32`.
 
-Errors are E3xxx: a malformed, unknown or missing entry, a dim or const that the program
-does not declare, a value that is not a positive whole number, sizes whose buffers would
-not fit in this machine's memory.
+Errors are E3xxx: a malformed, unknown (the nearest named) or missing entry, a dim or
+const that the program does not declare, a value that is not a positive whole number,
+sizes whose buffers would not fit in this machine's memory.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from presk.core.program import read_host_program
-from presk.errors import BindingError
+from presk.errors import BindingError, closest
 from presk.front import ast, unparse
 from presk.front.prelude import FILE as PRELUDE
 from presk.ir.types import PskType, leaves
@@ -42,6 +42,40 @@ def _not_a_size(text: str) -> str:
     if re.fullmatch(r"[0-9]+", text) and int(text) > 0:
         return "is too large (sizes are below 2^63)"
     return "is not a positive whole number"
+
+
+def checked_size(text: str, given: str) -> int:
+    """`text` as a size, else E3005 naming the binding as the user wrote it (`given`)."""
+    n = positive_size(text)
+    if n is None:
+        raise BindingError(f"{given}: the value {_not_a_size(text)}", code="E3005")
+    return n
+
+
+@dataclass(frozen=True)
+class Spelling:
+    """How a message names what the user bound: the command line's flags (`--dim N=8`,
+    `--entry`) or the library API's arguments (`dims={"N": 8}`, `entry`)."""
+
+    api: bool
+
+    def binding(self, kind: str, name: str, value: object = None) -> str:
+        """A dim or const (`kind`) by name, with its value if given."""
+        if self.api:
+            return f'{kind}s={{"{name}": {"…" if value is None else value}}}'
+        return f"--{kind} {name}" + ("" if value is None else f"={value}")
+
+    def wanted(self, kind: str, name: str) -> str:
+        """How to give a dim or const that is missing."""
+        return self.binding(kind, name, None if self.api else "N")
+
+    @property
+    def entry(self) -> str:
+        """How to give the entry: `--entry`, or the argument `entry`."""
+        return "as the argument entry" if self.api else "with --entry"
+
+
+FLAGS, ARGUMENTS = Spelling(api=False), Spelling(api=True)
 
 
 @dataclass(frozen=True)
@@ -84,24 +118,22 @@ def parse_assignments(items: list[str] | None, flag: str, code: str) -> dict[str
         name, value = name.strip(), value.strip()
         if not eq or not name:
             raise BindingError(f"{flag} {item!r} is not NAME=VALUE", code=code)
-        n = positive_size(value)
-        if n is None:
-            raise BindingError(
-                f"{flag} {name}={value}: the value {_not_a_size(value)}", code="E3005"
-            )
+        n = checked_size(value, f"{flag} {name}={value}")
         if name in out and out[name] != n:
             raise BindingError(f"{flag} {name} is given twice", code=code)
         out[name] = n
     return out
 
 
-def check_dims(program: ast.SourceTree, dims: dict[str, int]) -> None:
+def check_dims(program: ast.SourceTree, dims: dict[str, int], spelling: Spelling = FLAGS) -> None:
     declared = {n for n, _ in program.dims}
     for name in dims:
         if name not in declared:
             known = ", ".join(sorted(declared)) or "none"
             raise BindingError(
-                f"--dim {name}: the program declares no dim {name} (dims: {known})", code="E3004"
+                f"{spelling.binding('dim', name)}: the program declares no dim {name} "
+                f"(dims: {known})",
+                code="E3004",
             )
 
 
@@ -133,30 +165,36 @@ def resolve_entry(program: ast.SourceTree, entry: Entry, consts: dict[str, int])
             f"write Module.{entry.function}",
             code="E3001",
         )
-    raise _unknown_entry(program, str(entry))
+    raise _unknown_entry(program, entry)
 
 
-def entry_consts(program: ast.SourceTree, entry: Entry, consts: dict[str, int]) -> dict[str, int]:
-    """The values of the entry module's consts, from the entry text and `--const`."""
+def entry_consts(
+    program: ast.SourceTree, entry: Entry, consts: dict[str, int], spelling: Spelling = FLAGS
+) -> dict[str, int]:
+    """The values of the entry module's consts, from the entry text and `--const` (or the
+    API's `consts`, as `spelling` names them)."""
     if entry.module is None:
         if entry.function not in program.functions:
-            raise _unknown_entry(program, str(entry))
+            raise _unknown_entry(program, entry)
         if consts:
             raise BindingError(
-                f"--const {next(iter(consts))}: entry {entry} is not in a module", code="E3007"
+                f"{spelling.binding('const', next(iter(consts)))}: entry {entry} is not in a "
+                "module",
+                code="E3007",
             )
         return {}
     mod = program.modules.get(entry.module)
     if mod is None:
-        raise _unknown_entry(program, str(entry))
+        raise _unknown_entry(program, entry)
     member = mod.member(entry.function)
     if not isinstance(member, (ast.FnDef, ast.FnAlias)):
-        raise _unknown_entry(program, str(entry))
+        raise _unknown_entry(program, entry)
     for name in consts:
         if name not in mod.consts:
             known = ", ".join(mod.consts) or "none"
             raise BindingError(
-                f"--const {name}: module {mod.name} has no const {name} (consts: {known})",
+                f"{spelling.binding('const', name)}: module {mod.name} has no const {name} "
+                f"(consts: {known})",
                 code="E3007",
             )
     values: dict[str, int] = {}
@@ -173,7 +211,8 @@ def entry_consts(program: ast.SourceTree, entry: Entry, consts: dict[str, int]) 
                 values[name] = consts[text]
             elif text in mod.consts:
                 raise BindingError(
-                    f"entry {entry} needs const {text} (give --const {text}=N)", code="E3006"
+                    f"entry {entry} needs const {text} (give {spelling.wanted('const', text)})",
+                    code="E3006",
                 )
             elif positive_size(text) is not None:
                 values[name] = positive_size(text)
@@ -183,7 +222,7 @@ def entry_consts(program: ast.SourceTree, entry: Entry, consts: dict[str, int]) 
     for name, value in consts.items():
         if name in values and values[name] != value:
             raise BindingError(
-                f"--const {name}={value} conflicts with entry {entry}, "
+                f"{spelling.binding('const', name, value)} conflicts with entry {entry}, "
                 f"which gives {name}={values[name]}",
                 code="E3007",
             )
@@ -191,20 +230,42 @@ def entry_consts(program: ast.SourceTree, entry: Entry, consts: dict[str, int]) 
         if name not in values:
             if name not in consts:
                 raise BindingError(
-                    f"entry {entry} needs const {name} (give --const {name}=N)", code="E3006"
+                    f"entry {entry} needs const {name} (give {spelling.wanted('const', name)})",
+                    code="E3006",
                 )
             values[name] = consts[name]
     return values
 
 
-def _unknown_entry(program: ast.SourceTree, text: str) -> BindingError:
-    return BindingError(f"no entry '{text}' (entries: {_entry_list(program)})", code="E3001")
-
-
-def missing_entry(program: ast.SourceTree) -> BindingError:
+def _unknown_entry(program: ast.SourceTree, entry: Entry) -> BindingError:
+    near = _nearest_entry(program, entry)
+    guess = f"; did you mean '{near}'?" if near else ""
     return BindingError(
-        f"give the function to run with --entry (entries: {_entry_list(program)}; "
-        "`presk entries FILE` shows their arguments)",
+        f"no entry '{entry}'{guess} (entries: {_entry_list(program)})", code="E3001"
+    )
+
+
+def _nearest_entry(program: ast.SourceTree, entry: Entry) -> Entry | None:
+    """`entry` with its one unknown name replaced by the program's nearest: the module's
+    if the program has no such module, else the function's among the module's (among
+    every function, for a bare name); None if no name is near."""
+    modules = program.modules
+    if entry.module is not None and entry.module not in modules:
+        near = closest(entry.module, modules)
+        return replace(entry, module=near) if near else None
+    owners = [modules[entry.module]] if entry.module is not None else list(modules.values())
+    functions = [*program.functions] if entry.module is None else []
+    functions += [
+        f.name for m in owners for f in m.members if isinstance(f, ast.FnDef | ast.FnAlias)
+    ]
+    near = closest(entry.function, functions)
+    return replace(entry, function=near) if near else None
+
+
+def missing_entry(program: ast.SourceTree, spelling: Spelling = FLAGS) -> BindingError:
+    shows = "" if spelling.api else "; `presk entries FILE` shows their arguments"
+    return BindingError(
+        f"give the function to run {spelling.entry} (entries: {_entry_list(program)}{shows})",
         code="E3001",
     )
 

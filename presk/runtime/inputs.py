@@ -1,15 +1,60 @@
 """Where a run's parameters and arguments come from: a checkpoint, a parameters file or
-the initializers; an `.npz` (or `.safetensors`) file or the seed."""
+the initializers; an `.npz` (or `.safetensors`) file or the seed. A path that is not there
+is refused with the nearest name in its folder, and a run's folder given for a checkpoint
+with the checkpoints inside."""
 
 from __future__ import annotations
 
+import os
+
 from presk.core.program import HostProgram
-from presk.errors import FileFormatError
+from presk.errors import FileFormatError, PreskError, UsageError, closest
 from presk.ir.types import PskType, TensorType
 from presk.runtime import checkpoint, params_file
 from presk.runtime.arrays_file import open_arrays, read_leaf, refused
 from presk.runtime.synth import entry_arguments, init_params, synth_inputs
 from presk.runtime.values import Tensor, Value, build
+
+# The checkpoints `presk train --out DIR` writes in DIR (presk/train/loop.py): the last
+# step's, and the one of the lowest validation loss.
+RUN_CHECKPOINTS = ("checkpoint.psk.d", "best.psk.d")
+
+
+def no_such_file(path: str) -> str:
+    """What a refusal says of a path that is not there: `no such file`, and the name in
+    its folder nearest its own, if one is near."""
+    folder, name = os.path.split(path)
+    try:
+        names = os.listdir(folder or ".")
+    except OSError:  # the folder is not there either
+        names = []
+    near = closest(name, names)
+    return "no such file" + (f"; did you mean {os.path.join(folder, near)}?" if near else "")
+
+
+def check_exists(path: str) -> None:
+    """Refuse (E0002) a path to read that is not there."""
+    if not os.path.lexists(path):
+        raise UsageError(f"cannot read {path}: {no_such_file(path)}", code="E0002")
+
+
+def checkpoint_refusal(path: str, error: PreskError) -> PreskError:
+    """`error`, a refusal to read the checkpoint at `path`, told better where no container
+    is there (E9001) because nothing is, or because `path` is the folder of a run: its
+    checkpoints named."""
+    if error.code != "E9001":
+        return error
+    if not os.path.lexists(path):
+        return FileFormatError(f"cannot read {path}: {no_such_file(path)}", code="E9001")
+    inside = [
+        os.path.join(path, n) for n in RUN_CHECKPOINTS if os.path.isdir(os.path.join(path, n))
+    ]
+    if inside:
+        return FileFormatError(
+            f"{path}: the folder of a run, not a checkpoint; give {' or '.join(inside)}",
+            code="E9001",
+        )
+    return error
 
 
 def param_type(program: HostProgram) -> PskType | None:
@@ -25,9 +70,13 @@ def parameters(program: HostProgram, seed: int, weights: str | None) -> Value | 
             raise FileFormatError(f"{weights}: the entry has no parameters to load", code="E9005")
         return None
     if weights and params_file.is_params_file(weights):
+        check_exists(weights)
         return params_file.read(weights, t)
     if weights:
-        return checkpoint.load(weights, t)[0]
+        try:
+            return checkpoint.load(weights, t)[0]
+        except FileFormatError as e:
+            raise checkpoint_refusal(weights, e) from None
     return init_params(t, program.param_specs, seed)
 
 
@@ -47,6 +96,7 @@ def arguments(program: HostProgram, seed: int, inputs: str | None) -> list[Value
     from the seed."""
     if inputs is None:
         return list(synth_inputs(program, seed).values())
+    check_exists(inputs)
     with open_arrays(inputs) as arrays:
         return [
             _from_arrays(inputs, n, t, arrays)

@@ -117,3 +117,107 @@ def test_any_dim_value_is_a_size_or_refused(value):
         assert run_cli(main, argv) == 0
     else:
         refuse(argv)
+
+
+# Flags that don't guess (issue 34): `--step 5 --check 2` ran as `--steps 5
+# --checkpoint-every 2`; now a flag is taken only as spelled, and what is not known is
+# refused with the nearest name.
+MLP = str(REPO / "tests" / "train" / "mlp_regression.psk")
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (
+            ["train", MLP, "--step", "5"],
+            "arguments: --step 5; did you mean --steps? (see presk train",
+        ),
+        (
+            ["train", MLP, "--step", "5", "--check", "2"],
+            "arguments: --step 5 --check 2; did you mean --steps for --step, "
+            "--checkpoint-every for --check?",
+        ),
+        (run("--dim", "batch=4", "--weig", "w.npz"), "--weig w.npz; did you mean --weights?"),
+        (run("--dim", "batch=4", "--realise", "f32"), "--realise f32; did you mean --realize?"),
+        (["--verison"], "arguments: --verison; did you mean --version? (see presk --help)"),
+    ],
+)
+def test_a_flag_is_taken_only_as_spelled(argv, says):
+    refuse(argv, code="E0001", says=says)
+
+
+def test_presk_opt_takes_no_abbreviation():
+    refuse(["--list-pass"], code="E0001", says="did you mean --list-passes?", tool="presk-opt")
+
+
+def test_a_flag_spelled_with_its_value_runs(capsys):
+    assert run_cli(main, ["run", LINEAR, "--entry=Linear{3, 2}.apply", "--dim=batch=2"]) == 0
+    assert "ℝ[batch: 2, 2]" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("entry", "near"),
+    [
+        ("Linear{3, 2}.aply", "Linear{3, 2}.apply"),
+        ("Linaer{3, 2}.apply", "Linear{3, 2}.apply"),
+        ("Linear{3, 2}.aply.grad", "Linear{3, 2}.apply.grad"),
+    ],
+)
+def test_an_unknown_entry_names_the_nearest(entry, near):
+    first = refuse(["run", LINEAR, "--entry", entry, "--dim", "batch=4"], code="E3001")
+    assert f"no entry '{entry}'; did you mean '{near}'? (entries: " in first, first
+
+
+def test_a_bare_function_name_is_matched_against_every_function():
+    minigpt = str(REPO / "tutorial" / "05_minigpt.psk")
+    refuse(["run", minigpt, "--entry", "lss"], code="E3001", says="did you mean 'loss'?")
+
+
+def test_an_entry_near_nothing_lists_the_entries_alone():
+    first = refuse(["run", LINEAR, "--entry", "zzz", "--dim", "batch=4"], code="E3001")
+    assert "did you mean" not in first and "(entries: Linear{In, Out}.apply" in first, first
+
+
+def test_a_missing_program_names_the_nearest_file():
+    typo = str(REPO / "tutorial" / "01_lineer.psk")
+    first = refuse(["run", typo, *ENTRY], code="E0002")
+    assert first.endswith(f"cannot read {typo}: no such file; did you mean {LINEAR}?"), first
+
+
+def test_missing_weights_and_inputs_say_no_such_file(tmp_path):
+    (tmp_path / "p.npz").write_bytes(b"")
+    says = f"cannot read {tmp_path / 'q.npz'}: no such file; did you mean {tmp_path / 'p.npz'}?"
+    refuse(run("--dim", "batch=4", "--weights", tmp_path / "q.npz"), code="E0002", says=says)
+    refuse(run("--dim", "batch=4", "--inputs", tmp_path / "q.npz"), code="E0002", says=says)
+    nothing_near = tmp_path / "none" / "x.npz"
+    first = refuse(run("--dim", "batch=4", "--weights", nothing_near), code="E0002")
+    assert first.endswith(f"cannot read {nothing_near}: no such file"), first
+
+
+@pytest.fixture
+def run_folder(tmp_path):
+    """A folder as `presk train --out` leaves it: its last and best checkpoints inside
+    (empty: the refusal comes before any is read)."""
+    folder = tmp_path / "run"
+    for name in ("checkpoint.psk.d", "best.psk.d"):
+        (folder / name).mkdir(parents=True)
+    (folder / "log.csv").write_text("")
+    return folder
+
+
+@pytest.mark.parametrize("entry", [ENTRY, []])  # the checkpoint read for its bindings too
+def test_a_run_folder_names_its_checkpoints(run_folder, entry):
+    argv = ["run", LINEAR, *entry, "--dim", "batch=4", "--weights", run_folder]
+    first = refuse(argv, code="E9001")
+    inside = f"{run_folder}/checkpoint.psk.d or {run_folder}/best.psk.d"
+    assert first.endswith(f"{run_folder}: the folder of a run, not a checkpoint; give {inside}")
+
+
+def test_a_missing_checkpoint_names_the_nearest(run_folder):
+    typo = run_folder / "checkpoint"
+    near = run_folder / "checkpoint.psk.d"
+    refuse(
+        run("--dim", "batch=4", "--weights", typo),
+        code="E9001",
+        says=f"cannot read {typo}: no such file; did you mean {near}?",
+    )
