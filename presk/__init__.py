@@ -2,7 +2,8 @@
 
 Every execution is measured against an exact mpmath reference; see docs/architecture.md.
 The library API (docs/api.md): `presk.load(path or text)` -> Program -> `.elaborate(…)`
--> Core -> `.lower(…)` -> Kernels -> `.compile(…)` -> a callable on numpy arrays.
+-> Core -> `.lower(…)` -> Kernels -> `.compile(…)` -> a callable on numpy arrays; and
+`presk.data(path)`, a data file's token windows and its tokenizer.
 """
 
 __version__ = "0.1.0"
@@ -11,6 +12,9 @@ __version__ = "0.1.0"
 # (which every submodule's import runs, the CLI's among them) stays free of it.
 _EXPORTS = {
     "load": "presk.api",
+    "data": "presk.api",
+    "Data": "presk.api",
+    "Tokenizer": "presk.api",
     "Program": "presk.api",
     "Core": "presk.api",
     "Kernels": "presk.api",

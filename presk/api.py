@@ -7,16 +7,19 @@
 
 Every stage stays usable: the backends lower a module in place, so each lowering starts
 from a copy of the Core's module, and one Core lowers to any number of realizations.
-Tensors go in and come out as numpy arrays (float64, int64, bool), records (a parameter
-tree) as dicts of arrays by dotted path, tuples as tuples. What a user gets wrong is a
-`PreskError`, with the code the command line gives it. The commands of `presk` are these
-calls behind flags (presk/cli/programs.py).
+Tensors go in as numpy arrays and come out as the realization holds them (reals float64,
+float32 or bfloat16; indices int64, masks bool), records (a parameter tree) as dicts of
+arrays by dotted path, tuples as tuples. What a user gets wrong is a `PreskError`, with
+the code the command line gives it, naming the argument (`dims={"N": …}`) where the
+command line names its flag. The commands of `presk` are these calls behind flags
+(presk/cli/programs.py), whose programs `load_file` reads with the flags' spelling.
 """
 
 from __future__ import annotations
 
+import numbers
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -29,15 +32,18 @@ from presk.backends.host import CallContext
 from presk.backends.kernel import kernels_of
 from presk.core.program import HostProgram, read_host_program
 from presk.core.text import core_text
-from presk.errors import FileFormatError, UsageError
+from presk.errors import BindingError, FileFormatError, UsageError
 from presk.fileio import MAX_SOURCE_BYTES, read_text
 from presk.front import ast
 from presk.front.bindings import (
+    ARGUMENTS,
+    FLAGS,
     Entry,
+    Spelling,
     available_entries,
     check_memory,
+    checked_size,
     missing_entry,
-    parse_assignments,
     parse_entry,
 )
 from presk.front.check import check_program
@@ -55,8 +61,10 @@ from presk.runtime.arrays_file import read_leaf
 from presk.runtime.inputs import arguments, param_type, parameters
 from presk.runtime.values import Tensor, Value, build
 from presk.toolchain import check_threads
+from presk.train.data import Windows
 from presk.train.loop import Hyper, State, Trainer, first_step, step_symbol, zeros_like
 from presk.train.step import add_train_step
+from presk.train.tokenizer import Vocabulary
 
 # MPFR takes far more, but a reference at millions of bits is no use (and GMP aborts the
 # process near 2^31).
@@ -64,30 +72,90 @@ MAX_BITS = 65536
 
 
 def load(source: str | os.PathLike) -> Program:
-    """The program in a file (a path) or in `source` itself (a string holding a newline)."""
-    if isinstance(source, str) and "\n" in source:
-        return load_text(source)
-    return load_file(os.fspath(source))
+    """The program in a file (a path) or in `source` itself: a string is source when it
+    holds a newline, or when no file is there and it does not look like a path (it has
+    whitespace and does not end in `.psk`), so a path that is missing is refused (E0002)
+    rather than parsed. Refusals name the API's arguments (`dims={"N": …}`)."""
+    if isinstance(source, str) and _is_source(source):
+        return load_text(source, spelling=ARGUMENTS)
+    return load_file(os.fspath(source), ARGUMENTS)
 
 
-def load_file(path: str) -> Program:
+def _is_source(text: str) -> bool:
+    if "\n" in text:
+        return True
+    looks_like_a_path = text.endswith(".psk") or not any(c.isspace() for c in text)
+    return not (looks_like_a_path or os.path.exists(text))
+
+
+def load_file(path: str, spelling: Spelling = FLAGS) -> Program:
     """The program at `path` (E0002 if it cannot be read as text of at most
-    MAX_SOURCE_BYTES)."""
-    return load_text(read_text(path, MAX_SOURCE_BYTES), path)
+    MAX_SOURCE_BYTES); its refusals of bindings name them as `spelling` does (the
+    command line's flags by default)."""
+    return load_text(read_text(path, MAX_SOURCE_BYTES), path, spelling)
 
 
-def load_text(text: str, name: str = "<text>") -> Program:
+def load_text(text: str, name: str = "<text>", spelling: Spelling = FLAGS) -> Program:
     """The program `text`, its errors located in `name`."""
     tree = with_prelude(parse(text, name))
     check_program(tree)
-    return Program(tree)
+    return Program(tree, spelling)
+
+
+def data(path: str | os.PathLike) -> Data:
+    """The data file of `presk data` at `path` (E9007 unless it is one): its windows and
+    the tokenizer they were made with."""
+    windows = Windows.load(os.fspath(path))
+    return Data(windows, Tokenizer(Vocabulary(windows.tokenizer, windows.tokenizer.size)))
+
+
+@dataclass(frozen=True)
+class Data:
+    """A data file: `windows` (presk/train/data.py) holds `train` and `val`, rows of T + 1
+    tokens, and draws presk train's batches (`batch(step, batch, seed)`)."""
+
+    windows: Windows
+    tokenizer: Tokenizer
+
+
+@dataclass(frozen=True)
+class Tokenizer:
+    """Text to tokens and back, as a model of `size` tokens reads them (a thin face on
+    presk/train/tokenizer.py's `Vocabulary`: the tokenization is its)."""
+
+    vocabulary: Vocabulary
+
+    @property
+    def size(self) -> int:
+        return self.vocabulary.size
+
+    def for_model(self, size: int) -> Tokenizer:
+        """This tokenizer as a model of `size` tokens (V) reads it: when V is less than its
+        tokens, every token from V − 1 on is V − 1, which decodes to U+FFFD."""
+        if isinstance(size, bool) or not isinstance(size, numbers.Integral) or size < 1:
+            raise UsageError(f"size {size!r}: a model's tokens are a positive whole number")
+        return Tokenizer(Vocabulary(self.vocabulary.tokenizer, int(size)))
+
+    def encode(self, text: str | bytes) -> np.ndarray:
+        """The tokens of `text` (a str as its UTF-8 bytes), an int64 array."""
+        raw = text.encode() if isinstance(text, str) else bytes(text)
+        return np.array(self.vocabulary.encode(raw), dtype=np.int64)
+
+    def decode_bytes(self, tokens) -> bytes:
+        """The bytes `tokens` stand for, exactly."""
+        return b"".join(self.vocabulary.decode(int(t)) for t in np.ravel(tokens))
+
+    def decode(self, tokens) -> str:
+        """The text `tokens` stand for, bytes that are not UTF-8 as U+FFFD."""
+        return self.decode_bytes(tokens).decode("utf-8", errors="replace")
 
 
 class Program:
     """A checked program, the prelude joined: the stage before an entry is chosen."""
 
-    def __init__(self, tree: ast.SourceTree):
+    def __init__(self, tree: ast.SourceTree, spelling: Spelling = FLAGS):
         self.ast = tree
+        self.spelling = spelling  # how a refusal names the bindings: flags or arguments
 
     def entries(self) -> list[str]:
         """The entries `elaborate` takes: functions, and modules' functions with their consts."""
@@ -115,7 +183,7 @@ class Program:
         if remat not in stages.REMATS:
             raise UsageError(f"remat {remat!r}: choose from {', '.join(stages.REMATS)}")
         parsed, dims, consts = self._bindings(entry, dims, consts)
-        elaborated = elaborate(self.ast, parsed, dims, consts, new_context())
+        elaborated = elaborate(self.ast, parsed, dims, consts, new_context(), self.spelling)
         check_memory(elaborated.module, parsed, dims | consts)
         stages.core(elaborated.module, remat)
         if train_step:
@@ -127,19 +195,31 @@ class Program:
     ) -> PskType | None:
         """The parameter record of the entry's module (None for a plain function), its
         functions not elaborated."""
-        return parameter_type(self.ast, *self._bindings(entry, dims, consts), new_context())
+        bindings = self._bindings(entry, dims, consts)
+        return parameter_type(self.ast, *bindings, new_context(), self.spelling)
 
     def _bindings(self, entry: str | None, dims, consts) -> tuple[Entry, dict, dict]:
         """The entry and its sizes, checked as `--entry`, `--dim` and `--const` are (E3xxx)."""
         if entry is None:
-            raise missing_entry(self.ast)
-        dims, consts = _sizes(dims, "--dim", "E3004"), _sizes(consts, "--const", "E3007")
+            raise missing_entry(self.ast, self.spelling)
+        dims = _sizes(dims, "dim", "E3004", self.spelling)
+        consts = _sizes(consts, "const", "E3007", self.spelling)
         return parse_entry(entry), dims, consts
 
 
-def _sizes(given: dict | None, flag: str, code: str) -> dict[str, int]:
-    """`{name: size}` checked as the flag's `NAME=N` is (a positive whole number)."""
-    return parse_assignments([f"{k}={v}" for k, v in (given or {}).items()], flag, code)
+def _sizes(given: Mapping | None, kind: str, code: str, spelling: Spelling) -> dict[str, int]:
+    """`{name: size}` for a dim or const (`kind`), each a positive whole number (E3005):
+    an int, not a float or a string of digits."""
+    if given is not None and not isinstance(given, Mapping):
+        raise UsageError(f"{kind}s: a dict of sizes by name, not {type(given).__name__}")
+    sizes = {}
+    for name, value in (given or {}).items():
+        if not isinstance(name, str):
+            raise BindingError(f"{kind}s: the name {name!r} is not a string", code=code)
+        whole = isinstance(value, numbers.Integral) and not isinstance(value, bool)
+        text = str(value) if whole else repr(value)  # '8' shows as the string it is
+        sizes[name] = checked_size(text, spelling.binding(kind, name, text))
+    return sizes
 
 
 @dataclass(eq=False)
@@ -214,7 +294,9 @@ class Kernels:
         self.core = core
         self.plan = plan_path(plan) if plan else None
         self.realization = (
-            realize if isinstance(realize, realizations.Realization) else realizations.read(realize)
+            realize
+            if isinstance(realize, realizations.Realization)
+            else realizations.read(realize, "realize")
         )
 
     @cached_property
@@ -280,11 +362,13 @@ class Compiled:
         kernels = core.lower(self.kernels.realization, self.kernels.plan)
         return kernels.compile(self.backend.name, self.threads, self.bits)
 
-    def drawn(self, seed: int = 0) -> Callable[[], Value]:
-        """One call on the parameters and inputs `seed` draws (for a Core with a training
-        step, the first step from them), everything prepared once: a call to time."""
+    def drawn(self, seed: int = 0, weights: str | None = None) -> Callable[[], Value]:
+        """One call on the inputs `seed` draws and the parameters `weights` holds (a
+        checkpoint or parameters file), else those `seed` draws (for a Core with a
+        training step, the first step from them), everything prepared once: a call to
+        time."""
         view, backend = self.core.view, self.backend
-        params = parameters(view, seed, None)
+        params = parameters(view, seed, weights)
         if self.core.train_step:  # the step rounds its read copy of the master parameters
             step_args, ctx = first_step(view, backend, params, seed)
             symbol = step_symbol(backend.realization)
@@ -416,9 +500,10 @@ def _joined(prefix: str, path: str) -> str:
 
 
 def to_numpy(value: Value):
-    """A runtime value as numpy: a tensor an array (reals float64), a record a dict of
-    arrays by dotted path, a tuple a tuple."""
+    """A runtime value as numpy: a tensor an array (reals in the type the realization
+    holds them in, exactly: float64, float32 or bfloat16; an exact one rounded once to
+    float64), a record a dict of arrays by dotted path, a tuple a tuple."""
     if isinstance(value, tuple):
         return tuple(map(to_numpy, value))
-    arrays = output.arrays(value)
+    arrays = output.held_arrays(value)
     return arrays[""] if isinstance(value, Tensor) else arrays

@@ -120,13 +120,13 @@ _RECORDED = {
 }
 
 
-def read(arg: str) -> Realization:
-    """`f64`, `f32`, `bf16` or `@R.json`."""
+def read(arg: str, given_as: str = "--realize") -> Realization:
+    """`f64`, `f32`, `bf16` or `@R.json`, given as a flag or an argument (`given_as`)."""
 
     if arg in TYPES:
         return Realization(default=arg, spelling=arg)
     if not arg.startswith("@"):
-        _fail("--realize", f"{arg!r} is f64, f32, bf16 or @FILE.json")
+        _fail(given_as, f"{arg!r} is f64, f32, bf16 or @FILE.json")
     path = arg[1:]
     if path.endswith(".psk.d"):  # a checkpoint: the realization its run recorded
         header = os.path.join(path, "header.json")

@@ -7,13 +7,16 @@ import subprocess
 import sys
 from contextlib import contextmanager
 
+import ml_dtypes
 import numpy as np
 import pytest
 from programs import REPO
 
 import presk
+from presk.backends.host import CallContext
 from presk.cli.common import run_cli
 from presk.cli.main import main
+from presk.runtime.values import leaves
 
 REGRESSION = REPO / "tests" / "train" / "mlp_regression.psk"
 F64 = (2.0**-40, 2.0**-50)  # the f64 band: |x − x̂| ≤ ε·(|x| + a)
@@ -60,6 +63,44 @@ def test_the_documented_example_runs(monkeypatch, capsys):
     assert "f32: loss 1.54338" in out and "bf16: loss" in out and "a step from loss" in out
 
 
+def test_the_documented_data_example_runs(tmp_path, monkeypatch, capsys):
+    text = (REPO / "docs" / "api.md").read_text()
+    code = re.search(r"## Data files and tokens\n.*?```python\n(.*?)```", text, re.S).group(1)
+    texts = sorted(str(t) for t in (REPO / "corpus" / "nlp" / "data").glob("*.txt"))
+    assert (
+        run_cli(main, ["data", *texts, "--window", "8", "--out", str(tmp_path / "lic8.psk.d")]) == 0
+    )
+    monkeypatch.chdir(tmp_path)  # where the doc's `presk data` wrote it
+    capsys.readouterr()
+    exec(compile(code, "docs/api.md", "exec"), {})
+    assert capsys.readouterr().out == "(13838, 9) (1538, 9)\n'cense to '\n���\n"
+
+
+def test_a_tokenizer_takes_str_or_bytes_and_gives_bytes_back_exactly(tmp_path):
+    (tmp_path / "t.txt").write_bytes(b"ab\xffab\xc3\xa9" * 8)  # a byte that is not UTF-8
+    assert (
+        run_cli(
+            main,
+            ["data", str(tmp_path / "t.txt"), "--window", "4", "--out", str(tmp_path / "d.psk.d")],
+        )
+        == 0
+    )
+    tokenizer = presk.data(tmp_path / "d.psk.d").tokenizer
+    assert tokenizer.size == 256
+    tokens = tokenizer.encode(b"ab\xff\xc3\xa9")
+    assert (
+        tokens.dtype == np.int64
+        and tokens.tolist()
+        == tokenizer.encode("ab").tolist() + tokenizer.encode(b"\xff\xc3\xa9").tolist()
+    )
+    assert tokenizer.decode_bytes(tokens) == b"ab\xff\xc3\xa9"
+    assert tokenizer.decode(tokens) == "ab\ufffdé"
+    with refused("E0001"):
+        tokenizer.for_model(0)
+    with refused("E9001"):
+        presk.data(REGRESSION)
+
+
 def test_import_presk_loads_no_mlir():
     code = "import sys, presk; assert 'mlir' not in sys.modules; presk.load; print('ok')"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -101,6 +142,62 @@ def test_a_programs_errors_are_located_and_coded(tmp_path):
 def test_bindings_are_refused_as_the_flags_are(entry, dims, code):
     with refused(code):
         presk.load(REGRESSION).elaborate(entry, dims=dims)
+
+
+# A program with a dim that has no default and a module with consts, for the messages.
+BINDINGS = """dim N
+fn f(x : ℝ[N]) -> ℝ { sum(x) }
+module Dense{In, Out} {
+  param w : ℝ[In, Out] = normal(scale = 1)
+  fn apply(x : ℝ[N, In]) -> ℝ[N, Out] { x · w }
+}
+"""
+
+
+@pytest.mark.parametrize(
+    "call, code, named",
+    [
+        (lambda p: p.elaborate("f", dims={"M": 8}), "E3004", 'dims={"M": …}'),
+        (lambda p: p.elaborate("f", dims={"N": 0}), "E3005", 'dims={"N": 0}'),
+        (lambda p: p.elaborate("f", dims={"N": "8"}), "E3005", "dims={\"N\": '8'}"),
+        (lambda p: p.elaborate("f"), "E3003", 'give dims={"N": …}'),
+        (lambda p: p.elaborate("f", consts={"In": 3}), "E3007", 'consts={"In": …}'),
+        (lambda p: p.elaborate("Dense.apply", {"N": 2}), "E3006", 'give consts={"In": …}'),
+        (lambda p: p.elaborate("Dense.apply", {"N": 2}, {"In": 3, "Q": 2}), "E3007", "Q"),
+        (lambda p: p.elaborate("Dense{3, 2}.apply", {"N": 2}, {"In": 4}), "E3007", "In"),
+        (lambda p: p.elaborate(None), "E3001", "as the argument entry"),
+        (lambda p: p.parameter_type("Dense.apply"), "E3006", 'give consts={"In": …}'),
+        (lambda p: p.elaborate("f", {"N": 2}).lower("f16"), "E7001", "realize: 'f16'"),
+    ],
+)
+def test_errors_name_the_argument_not_the_flag(call, code, named):
+    with refused(code) as e:
+        call(presk.load(BINDINGS))
+    assert named in e.value.message and "--" not in e.value.message, e.value.message
+
+
+def test_the_command_line_still_names_its_flags(tmp_path, capsys):
+    program = tmp_path / "b.psk"
+    program.write_text(BINDINGS)
+    assert run_cli(main, ["run", str(program), "--entry", "f", "--dim", "M=8"]) == 1
+    assert "--dim M: the program declares no dim M" in capsys.readouterr().err
+
+
+def test_a_one_line_source_is_read_as_source_and_a_path_as_a_path(tmp_path, monkeypatch):
+    f = presk.load("fn f(x : R[3]) -> R[3] { x * 2 }")
+    assert f.entries()[0] == "f"
+    out = f.elaborate("f").lower().compile("kernel")(np.array([1.0, 2.0, 3.0]))
+    assert out.tolist() == [2.0, 4.0, 6.0]
+    with refused("E2001") as e:  # read as source: its errors located in it
+        presk.load("fn f(x: R[n]) -> R[n] { x }")
+    assert e.value.span.file == "<text>"
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "my model.psk").write_text("fn f(x : R[3]) -> R[3] { x * 2 }\n")
+    assert presk.load("my model.psk").entries()[0] == "f"  # an existing path, spaces and all
+    for missing in ("missing.psk", "models/missing", "my other model.psk"):
+        with refused("E0002") as e:
+            presk.load(missing)
+        assert "no such file" in e.value.message.lower(), e.value.message
 
 
 def test_a_bad_remat_is_refused():
@@ -186,6 +283,42 @@ def test_tuples_come_out_as_tuples_and_records_as_dicts(tmp_path):
     assert dx.shape == (4, 3) and dv.shape == (3,)
     grad = program.elaborate("Fit{3}.loss", dims={"N": 4}).lower().compile("kernel").grad
     assert grad({"w": v}, x).keys() == {"w"}
+
+
+def _raw(compiled, *args):
+    """The backend's own output value on `args`: what the realization computed."""
+    return compiled.backend.call(compiled.values(args), CallContext(seed=0))
+
+
+@pytest.mark.parametrize(
+    "realize, vector, scalar",
+    [
+        ("f64", np.float64, np.float64),
+        ("f32", np.float32, np.float32),
+        ("bf16", ml_dtypes.bfloat16, np.float32),
+    ],  # a bf16 scalar is held in f32 (kernels.md)
+)
+def test_results_come_back_in_the_realizations_type_bit_for_bit(core, x, realize, vector, scalar):
+    params = core.params()
+    apply = core.derived("Regression.apply").lower(realize).compile("kernel")
+    out = apply(params, x)  # ℝ[N]
+    assert out.dtype == vector
+    assert out.tobytes() == np.asarray(_raw(apply, params, x).data).tobytes()  # never re-rounded
+    loss = core.lower(realize).compile("kernel")
+    assert loss(params, x).dtype == scalar
+    grads = loss.grad(params, x)
+    assert grads["l1.w"].dtype == vector and grads["c"].dtype == scalar
+    raw = dict(leaves(_raw(loss.grad, params, x)))
+    assert all(grads[p].tobytes() == np.asarray(t.data).tobytes() for p, t in raw.items())
+    step = loss.train_step(params, x)  # the master parameters, in the backend's type
+    assert step.params["l1.w"].dtype == vector and step.m["v"].dtype == vector
+    again = loss.train_step(step.params, x, m=step.m, v=step.v, step=2)  # taken back as given
+    assert np.isfinite(again.loss)
+
+
+def test_the_reference_rounds_its_results_once_to_float64(core, x):
+    exact = core.lower("bf16").compile("interp", bits=64)  # the reference ignores the type
+    assert exact(core.params(), x).dtype == np.float64
 
 
 def test_values_are_checked_against_their_leaves(core, x):

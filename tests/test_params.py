@@ -6,13 +6,16 @@ from __future__ import annotations
 import io
 from contextlib import redirect_stdout
 
+import ml_dtypes
 import numpy as np
 import pytest
 import safetensors.numpy
+from conftest import assert_user_error, run_in_process
 from programs import REPO
 
 from presk.cli.common import run_cli
 from presk.cli.main import main
+from presk.runtime import pskd
 
 REGRESSION = str(REPO / "tests" / "train" / "mlp_regression.psk")
 LOSS = [REGRESSION, "--entry", "loss", "--dim", "N=8"]
@@ -125,3 +128,52 @@ def test_training_starts_from_the_parameters_init_gives(tmp_path):
 def read_params_of(checkpoint, path) -> dict[str, np.ndarray]:
     presk("params", *LOSS, "--weights", checkpoint, "--out", path)
     return read_params(path)
+
+
+def test_parameters_are_written_in_the_type_the_realization_stores_them(tmp_path):
+    record = tmp_path / "R.json"
+    record.write_text('{"default": "f64", "params": {"l1.w": "bf16", "v": "f32"}}')
+    stored = {
+        "bf16": {"l1.w": ml_dtypes.bfloat16, "c": np.float32},  # a bf16 scalar is held in f32
+        "f32": {"l1.w": np.float32, "c": np.float32},
+        f"@{record}": {"l1.w": ml_dtypes.bfloat16, "v": np.float32, "c": np.float64},
+    }
+    presk("params", *LOSS, "--out", tmp_path / "p64.npz")
+    initial = read_params(tmp_path / "p64.npz")
+    for realize, dtypes in stored.items():
+        first, again = tmp_path / "p.safetensors", tmp_path / "q.safetensors"
+        presk("params", *LOSS, "--realize", realize, "--out", first)
+        a = read_params(first)
+        assert all(a[p].dtype == t for p, t in dtypes.items()), {p: a[p].dtype for p in a}
+        assert a["c"] == initial["c"].astype(dtypes["c"])  # rounded once (bf16 through f32)
+        presk("params", *LOSS, "--realize", realize, "--weights", first, "--out", again)
+        b = read_params(again)  # read back and written again: the same bits
+        assert all(a[p].dtype == b[p].dtype and a[p].tobytes() == b[p].tobytes() for p in a)
+        runs = tmp_path / f"runs-{realize[-4:]}"
+        runs.mkdir()
+        typed = ["--realize", realize]
+        assert np.array_equal(  # the stored values run to the bits the realization gives
+            run_output(runs, *typed, "--weights", first).view(np.uint64),
+            run_output(runs, *typed).view(np.uint64),
+        )
+
+
+def test_a_checkpoint_of_an_f32_run_is_written_in_its_own_float32(tmp_path):
+    presk("train", REGRESSION, "--backend", "kernel", "--realize", "f32", "--steps", "2",
+          "--quiet", "--out", tmp_path / "t")  # fmt: skip
+    ckpt = tmp_path / "t" / "checkpoint.psk.d"
+    held = {k.removeprefix("params/"): a for k, a in pskd.read(str(ckpt)).arrays.items()}
+    given = ("--realize", "f32")  # left out, the checkpoint's recorded realization
+    for realize, out in ((given, tmp_path / "p.npz"), ((), tmp_path / "q.safetensors")):
+        presk("params", *LOSS, *realize, "--weights", ckpt, "--out", out)
+        written = read_params(out)
+        assert all(written[p].dtype == np.float32 for p in written)
+        assert all(written[p].tobytes() == held[p].tobytes() for p in written)
+
+
+def test_bfloat16_in_an_npz_is_refused_for_numpy_cannot_read_it_back(tmp_path):
+    out = tmp_path / "p.npz"
+    refused = run_in_process("presk", "params", *LOSS, "--realize", "bf16", "--out", out)
+    message = assert_user_error(refused, "E0001")
+    assert "bfloat16" in message and ".safetensors" in message
+    assert not out.exists()

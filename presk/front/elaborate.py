@@ -23,7 +23,15 @@ from mlir import ir
 from presk.core.build import FuncBuilder, V
 from presk.errors import BindingError, SourceError, Span, source_error
 from presk.front import ast
-from presk.front.bindings import MAX_SIZE, Entry, check_dims, entry_consts, resolve_entry
+from presk.front.bindings import (
+    FLAGS,
+    MAX_SIZE,
+    Entry,
+    Spelling,
+    check_dims,
+    entry_consts,
+    resolve_entry,
+)
 from presk.front.parser import MAX_NESTING
 from presk.ir.types import (
     REAL_SCALAR,
@@ -129,9 +137,16 @@ class Signature:
 
 
 class Elaborator:
-    def __init__(self, program: ast.SourceTree, dims: dict[str, int], ctx: ir.Context):
+    def __init__(
+        self,
+        program: ast.SourceTree,
+        dims: dict[str, int],
+        ctx: ir.Context,
+        spelling: Spelling = FLAGS,
+    ):
         self.program = program
         self.dims = dims
+        self.spelling = spelling  # how a message says to bind a dim
         self.declared_dims = {n for n, _ in program.dims}
         self.ctx = ctx
         self.loc = ir.Location.file(program.file, 1, 1, context=ctx)
@@ -202,7 +217,7 @@ class Elaborator:
     def dim(self, name: str, span: Span) -> int:
         if name not in self.dims:
             raise BindingError(
-                f"dim {name} is not bound (give --dim {name}=N)",
+                f"dim {name} is not bound (give {self.spelling.wanted('dim', name)})",
                 code="E3003",
                 span=span,
                 source_line=_line(self.program.source(span.file), span.line),
@@ -1103,9 +1118,11 @@ def elaborate(
     dims: dict[str, int],
     consts: dict[str, int],
     ctx: ir.Context,
+    spelling: Spelling = FLAGS,
 ) -> Elaborated:
-    """Elaborate `entry` of `program` into a PSK-Core module at the given bindings."""
-    elab, entry, ref = _entry(program, entry, dims, consts, ctx)
+    """Elaborate `entry` of `program` into a PSK-Core module at the given bindings (a
+    refusal names them as `spelling` does)."""
+    elab, entry, ref = _entry(program, entry, dims, consts, ctx, spelling)
     with ctx, elab.loc, _frames_for_the_limits():
         arg_types = elab.declared_arg_types(ref, ref.fn.span, f"entry {entry}")
         sig = elab.signature(ref, arg_types, ref.fn.span)
@@ -1139,14 +1156,21 @@ def parameter_type(*bindings) -> PskType | None:
     return ref.inst.params if ref.inst else None
 
 
-def _entry(program: ast.SourceTree, entry: Entry, dims: dict, consts: dict, ctx: ir.Context):
+def _entry(
+    program: ast.SourceTree,
+    entry: Entry,
+    dims: dict,
+    consts: dict,
+    ctx: ir.Context,
+    spelling: Spelling = FLAGS,
+):
     """(the elaborator, the resolved entry, its function's reference): the entry's module
     instantiated, its functions not yet elaborated."""
-    check_dims(program, dims)
-    elab = Elaborator(program, {**program.dim_defaults, **dims}, ctx)
+    check_dims(program, dims, spelling)
+    elab = Elaborator(program, {**program.dim_defaults, **dims}, ctx, spelling)
     entry = resolve_entry(program, entry, consts)
     with ctx, elab.loc:
-        ref = elab.entry_ref(entry, entry_consts(program, entry, consts))
+        ref = elab.entry_ref(entry, entry_consts(program, entry, consts, spelling))
     return elab, entry, ref
 
 

@@ -29,6 +29,16 @@ def arrays(value: Value) -> dict[str, np.ndarray]:
     }
 
 
+def held_arrays(value: Value) -> dict[str, np.ndarray]:
+    """Each tensor of `value` by its dotted path, in the type it is held in: a machine
+    real as it is (float64, float32 or bfloat16), an exact one rounded once to float64,
+    indices and masks as they are (int64, bool). Copies: a backend may reuse its buffers."""
+    return {
+        p: float64(t) if t.data.dtype == object else np.array(t.data, order="C")
+        for p, t in leaves(value)
+    }
+
+
 def text(value: Value) -> str:
     """Each tensor with its type, values shown as float64 (JSON has every digit)."""
     out = []

@@ -2,20 +2,23 @@
 
 A parameters file holds one array a parameter leaf, named by its dotted path
 (`blocks.ff.up.w`; a stack's leaves with their layer axis first), as
-`presk params` writes it and `--weights` reads it. Reals are written as float64 (an exact
-reference value rounded once, a bf16 or f32 value exactly) and read from any array whose
-values float64 holds; a file is read into exactly the program's layout, as a checkpoint
-is (E9005).
+`presk params` writes it and `--weights` reads it. Reals are written in the type they are
+held in (float64, float32 or bfloat16; an exact reference value rounded once to float64)
+and read from any array whose values float64 holds, so a value read back is the value
+written; a file is read into exactly the program's layout, as a checkpoint is (E9005).
+An `.npz` cannot hold bfloat16 (numpy writes it as raw 2-byte records, which it reads
+back as bytes), so bfloat16 parameters go to `.safetensors` only (E0001).
 """
 
 from __future__ import annotations
 
 import io
 
+import ml_dtypes
 import numpy as np
 import safetensors.numpy
 
-from presk.errors import FileFormatError
+from presk.errors import FileFormatError, UsageError
 from presk.fileio import write_atomic
 from presk.ir.types import PskType
 from presk.ir.types import leaves as leaf_types
@@ -29,10 +32,18 @@ def is_params_file(path: str) -> bool:
 
 
 def encode(path: str, params: Value) -> bytes:
-    """The bytes of a parameters file for `path`'s suffix."""
-    arrays = output.arrays(params)  # a parameter tree's leaves are all real
+    """The bytes of a parameters file for `path`'s suffix, each leaf in the type it is
+    held in (E0001 for bfloat16 in an `.npz`)."""
+    arrays = output.held_arrays(params)  # a parameter tree's leaves are all real
     if path.endswith(".safetensors"):
         return safetensors.numpy.save(arrays, metadata={"format": "presk.params"})
+    bf16 = [p for p, a in arrays.items() if a.dtype == ml_dtypes.bfloat16]
+    if bf16:
+        raise UsageError(
+            f"{path}: an .npz cannot hold bfloat16 (numpy reads it back as raw bytes), and "
+            f"parameter {bf16[0]} is bfloat16: write a .safetensors file, or float64 "
+            "arrays (presk params --realize f64)"
+        )
     buf = io.BytesIO()
     np.savez(buf, **arrays)
     return buf.getvalue()
