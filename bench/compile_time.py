@@ -22,12 +22,17 @@ MLIR backend. Two measurements, each in fresh processes with a temporary kernel 
   the symbols looked up).
 
     python bench/compile_time.py [--realize f32] [--repeat 3] [--workers N] [--split]
-                                 [--opt N]
+                                 [--opt N] [--json]
+
+`--json` prints the runs as one JSON object on stdout (the report goes to stderr): the
+realization, and each cold and warm run's kernels, its first call, a later call and the
+lowering in seconds, and the first call's parts (bench/record.py reads it).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import datetime
 import json
@@ -131,25 +136,28 @@ def run_child(cache: str, realize: str, workers: int) -> dict:
     return json.loads(done.stdout)
 
 
-def cold_and_warm(realize: str, repeat: int, workers: int) -> None:
+def cold_and_warm(realize: str, repeat: int, workers: int, out) -> dict[str, list[dict]]:
+    """Each run's child report, cold and warm, printed to `out`."""
     runs: dict[str, list[dict]] = {"cold": [], "warm": []}
     for _ in range(repeat):
         with tempfile.TemporaryDirectory(prefix="presk-compile-time-") as cache:
             for phase in runs:
                 runs[phase].append(run_child(cache, realize, workers))
-    print(f"{runs['cold'][0]['kernels']} kernels; first call (s): min, median, all")
+    print(f"{runs['cold'][0]['kernels']} kernels; first call (s): min, median, all", file=out)
     for phase, rows in runs.items():
         firsts = [r["first"] for r in rows]
         print(
             f"  {phase}: {min(firsts):.3f}  {statistics.median(firsts):.3f}  "
             f"[{', '.join(f'{x:.3f}' for x in firsts)}]   (a later call "
             f"{statistics.median(r['second'] for r in rows) * 1e3:.2f} ms, lowering "
-            f"{statistics.median(r['lower'] for r in rows):.2f} s)"
+            f"{statistics.median(r['lower'] for r in rows):.2f} s)",
+            file=out,
         )
     for phase, rows in runs.items():
         best = min(rows, key=lambda r: r["first"])
         split = ", ".join(f"{k} {v:.3f}" for k, v in best["parts"].items() if v >= 5e-4)
-        print(f"  {phase} call at its min (s): {split}")
+        print(f"  {phase} call at its min (s): {split}", file=out)
+    return runs
 
 
 def split(realize: str, opt: int | None) -> None:
@@ -224,6 +232,7 @@ def main() -> None:
     p.add_argument(
         "--workers", type=int, default=0, help="processes compiling a bundle (default: the cores)"
     )
+    p.add_argument("--json", action="store_true", help="the first calls as JSON on stdout")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
@@ -231,12 +240,16 @@ def main() -> None:
         return
     from presk.toolchain import machine
 
-    print(f"{datetime.date.today()}  {machine()}  load {os.getloadavg()[0]:.1f}")
-    print(f"{ENTRY}, B=2 T=8, training step, {args.realize}")
-    cold_and_warm(args.realize, args.repeat, args.workers)
+    out = sys.stderr if args.json else sys.stdout
+    print(f"{datetime.date.today()}  {machine()}  load {os.getloadavg()[0]:.1f}", file=out)
+    print(f"{ENTRY}, B=2 T=8, training step, {args.realize}", file=out)
+    runs = cold_and_warm(args.realize, args.repeat, args.workers, out)
     if args.split:
-        split(args.realize, args.opt)
-    print(f"load average after: {os.getloadavg()[0]:.1f}")
+        with contextlib.redirect_stdout(out):
+            split(args.realize, args.opt)
+    print(f"load average after: {os.getloadavg()[0]:.1f}", file=out)
+    if args.json:
+        print(json.dumps({"realize": args.realize, **runs}))
 
 
 if __name__ == "__main__":

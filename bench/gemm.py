@@ -13,7 +13,12 @@ both. The last line is `best/numpy R` (and `best fma/numpy R` with the sweep), R
 best throughput of those turns over numpy's, at 1024³ f32.
 
     python bench/gemm.py [--threads 2] [--repeat 3] [--sizes 512,1024] [--types f32,f64]
-                         [--contract none|fma]
+                         [--contract none|fma] [--json]
+
+`--json` prints the figures as one JSON object on stdout (the report goes to stderr): for
+each product, numpy's GFLOP/s and, for each contraction, the sweep's best point and the
+cost model's pick (GFLOP/s and layout, as a plan file writes it) and the turns' GFLOP/s
+of presk's best and of numpy (bench/record.py reads it).
 """
 
 from __future__ import annotations
@@ -84,11 +89,17 @@ def main() -> int:
     ap.add_argument("--sizes", default="512,1024")
     ap.add_argument("--types", default="f32,f64")
     ap.add_argument("--contract", choices=("none", "fma"), default="none")
+    ap.add_argument("--json", action="store_true", help="the figures as JSON on stdout")
     args = ap.parse_args()
+    out = sys.stderr if args.json else sys.stdout
+    products = []
     os.environ.setdefault("PRESK_THREADS", str(args.threads))
     target = Target.host()
     ratios = {}
-    print(f"{time.strftime('%Y-%m-%d')}, {args.threads} threads, best of {args.repeat} calls")
+    print(
+        f"{time.strftime('%Y-%m-%d')}, {args.threads} threads, best of {args.repeat} calls",
+        file=out,
+    )
     for n in [int(x) for x in args.sizes.split(",")]:
         for t in args.types.split(","):
             dtype = np.float32 if t == "f32" else np.float64
@@ -102,28 +113,40 @@ def main() -> int:
             points, pick = sweep_and_pick(
                 nest, t, target, sweep_points(target.vector_bytes // element, args.threads)
             )
-            print(f"\n{n}³ {t}: numpy {peer:.1f} GFLOP/s")
+            print(f"\n{n}³ {t}: numpy {peer:.1f} GFLOP/s", file=out)
+            product = {"n": n, "type": t, "numpy": peer, "contracts": {}}
             contracts = ("none", "fma") if args.contract == "fma" else ("none",)
             for contract in contracts:
                 results = sweep(n, t, points, contract, args)
                 top, _ = results[0]
                 picked = next(g for g, lay in results if lay == pick)
-                print(f"  {len(results)} {KINDS[contract]} points, the best five:")
+                print(f"  {len(results)} {KINDS[contract]} points, the best five:", file=out)
                 for g, lay in results[:5]:
                     entry = json.dumps(plan_entry(lay))
-                    print(f"  {g:6.1f} GFLOP/s  {g / peer:5.2f} of numpy  {entry}")
+                    print(f"  {g:6.1f} GFLOP/s  {g / peer:5.2f} of numpy  {entry}", file=out)
                 gap = f"{top / picked:.2f}x from the best"
-                print(f"  presk plan's pick: {picked:.1f} GFLOP/s ({gap})")
+                print(f"  presk plan's pick: {picked:.1f} GFLOP/s ({gap})", file=out)
                 best = [lay for _, lay in results[:3]]
                 mine, theirs = alternated(n, t, best, contract, a, b, args)
                 print(
                     f"  the best three again, alternated with numpy over {ROUNDS} rounds: "
-                    f"{mine:.1f} GFLOP/s against {theirs:.1f}, {mine / theirs:.2f} of numpy"
+                    f"{mine:.1f} GFLOP/s against {theirs:.1f}, {mine / theirs:.2f} of numpy",
+                    file=out,
                 )
+                product["contracts"][contract] = {
+                    "best": top,
+                    "best_layout": plan_entry(results[0][1]),
+                    "pick": picked,
+                    "pick_layout": plan_entry(pick),
+                    "turns": {"presk": mine, "numpy": theirs},
+                }
                 if n == 1024 and t == "f32":
                     ratios[contract] = mine / theirs
+            products.append(product)
     for contract, ratio in ratios.items():
-        print(f"best{' fma' if contract == 'fma' else ''}/numpy {ratio:.2f}")
+        print(f"best{' fma' if contract == 'fma' else ''}/numpy {ratio:.2f}", file=out)
+    if args.json:
+        print(json.dumps({"threads": args.threads, "repeat": args.repeat, "products": products}))
     return 0
 
 

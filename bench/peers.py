@@ -15,7 +15,11 @@ mask, the zero-initialised head, dropout only while training. Before timing a mo
 presk's initial parameters are loaded into it and the f64 losses compared (to 1e-12
 relative), with the initial head and with one drawn at random, so every layer counts.
 
-    python bench/peers.py [--repeat 10] [--threads 2] [--types f32,f64] [--course]
+    python bench/peers.py [--repeat 10] [--threads 2] [--types f32,f64] [--course] [--json]
+
+`--json` prints the figures as one JSON object on stdout (the table goes to stderr):
+PyTorch's version, the threads, repeat and OMP_WAIT_POLICY, and a row a model, entry and
+type with `presk_ms` and `torch_ms` (bench/record.py reads it).
 
 PyTorch is an optional extra: `pip install -e .[peers]`. On a machine other jobs load,
 set OMP_WAIT_POLICY=PASSIVE: PyTorch's OpenMP threads spin at each parallel region, and
@@ -26,6 +30,7 @@ slice (on the shared development machine, 8-10 ms a LayerNorm of 256 numbers).
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import statistics
@@ -245,27 +250,42 @@ def main() -> int:
     ap.add_argument("--types", default="f32,f64")
     ap.add_argument("--models", default="tiny,corpus", help="of " + ", ".join(MODELS))
     ap.add_argument("--course", action="store_true", help="also the course GPT (slow)")
+    ap.add_argument("--json", action="store_true", help="the figures as JSON on stdout")
     opts = ap.parse_args()
     torch.set_num_threads(opts.threads)
     names = opts.models.split(",") + (["course"] if opts.course else [])
     types = opts.types.split(",")
+    out = sys.stderr if opts.json else sys.stdout
+    wait = os.environ.get("OMP_WAIT_POLICY", "unset")
     print(
         f"{time.strftime('%Y-%m-%d')}: {machine()}; presk mlir (its default plan, auto) against "
         f"PyTorch {torch.__version__} eager, {opts.threads} threads each, median of "
-        f"{opts.repeat} calls, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'unset')}; "
-        "ratio = presk / PyTorch (above 1: presk slower)"
+        f"{opts.repeat} calls, OMP_WAIT_POLICY={wait}; "
+        "ratio = presk / PyTorch (above 1: presk slower)",
+        file=out,
     )
-    print(f"{'model':<14}{'entry':<15}{'type':<6}{'presk ms':>11}{'torch ms':>11}{'ratio':>8}")
+    print(
+        f"{'model':<14}{'entry':<15}{'type':<6}{'presk ms':>11}{'torch ms':>11}{'ratio':>8}",
+        file=out,
+    )
+    rows = []
     for name in names:
         model = MODELS[name]
-        print(f"  {check(model, opts.threads)}", flush=True)
+        print(f"  {check(model, opts.threads)}", file=out, flush=True)
         for t in types:
             for what, ours, theirs in measure(model, t, opts.threads, opts.repeat):
+                rows.append(
+                    {"model": name, "entry": what, "type": t, "presk_ms": ours, "torch_ms": theirs}
+                )
                 print(
                     f"{model.name:<14}{what:<15}{t:<6}{ours:>11.3f}{theirs:>11.3f}"
                     f"{ours / theirs:>8.2f}",
+                    file=out,
                     flush=True,
                 )
+    if opts.json:
+        figures = {"torch": torch.__version__, "threads": opts.threads, "repeat": opts.repeat}
+        print(json.dumps({**figures, "omp_wait_policy": wait, "rows": rows}))
     return 0
 
 

@@ -18,10 +18,11 @@ thread, and for the product its GFLOP/s; after the date, the machine and its loa
     python bench/threads.py [--repeat 3] [--gemm-repeat 20] [--threads 1,2] [--types f32]
                             [--skip-course] [--split] [--sweep]
 
-On the 2-core AVX-512 machine of docs/performance.md, loaded by other jobs, a course step
-took 7-13 s in f32 and 17-40 s in f64 (10 GB), and its kernels compile in about a minute
-a plan. The defaults (f32, 3 steps) took 2.6 minutes with the kernels cached, `--types
-f32,f64 --split` 12; `--skip-course --repeat 1` is a quick check of the script.
+On a 2-core AVX-512 machine (znver4, docs/performance.md's git history), loaded by other
+jobs, a course step took 7-13 s in f32 and 17-40 s in f64 (10 GB), and its kernels compile
+in about a minute a plan. The defaults (f32, 3 steps) took 2.6 minutes with the kernels
+cached, `--types f32,f64 --split` 12; `--skip-course --repeat 1` is a quick check of the
+script.
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import os
 import subprocess
@@ -17,6 +18,15 @@ from presk.cli.common import run_cli
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
+
+
+def bench_script(name: str):
+    """The script `bench/NAME.py` imported as a module (it is no package), registered in
+    `sys.modules` first, as its dataclasses need."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "bench" / f"{name}.py")
+    module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def run_tool(tool: str, *args: str, stdin: str | None = None, cwd: Path | None = None):

@@ -48,7 +48,7 @@ def test_the_parts_add_up_to_the_call_and_every_kernel_site_appears():
     )
     assert all(p["ms"] >= 0 for p in parts.values())
     # The parts are timed calls and the total untimed ones, so on a shared CI machine they
-    # differ by the noise of the moment; within 10 % on a quiet machine (docs/performance.md),
+    # differ by the noise of the moment; within 10 % on a quiet machine (docs/performance.md's git history),
     # asserted here only within a factor of two, which still catches a part counted twice
     # or a segment left out.
     total, summed = table["total_ms"], sum(p["ms"] for p in parts.values())

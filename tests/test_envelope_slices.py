@@ -4,12 +4,10 @@ with `presk calibrate --precision --first I --samples N`, compared here site by 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import re
-import sys
 
 import pytest
-from conftest import REPO, run_in_process
+from conftest import REPO, bench_script, run_in_process
 
 from presk.precision.envelope import Envelope, Meta, SiteEnvelope, read_envelope
 
@@ -21,16 +19,7 @@ ROW = re.compile(
 )
 
 
-def bench_module():
-    spec = importlib.util.spec_from_file_location(
-        "envelope_slices", REPO / "bench" / "envelope_slices.py"
-    )
-    module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # its dataclasses
-    spec.loader.exec_module(module)
-    return module
-
-
-slices = bench_module()
+slices = bench_script("envelope_slices")
 
 
 @pytest.fixture(scope="module")

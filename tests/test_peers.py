@@ -4,24 +4,14 @@ without PyTorch, an optional extra)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-
 import numpy as np
 import pytest
-from conftest import REPO
+from conftest import bench_script
 
 torch = pytest.importorskip("torch")
 
 
-def bench_module():
-    spec = importlib.util.spec_from_file_location("peers", REPO / "bench" / "peers.py")
-    module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # its dataclasses
-    spec.loader.exec_module(module)
-    return module
-
-
-peers = bench_module()
+peers = bench_script("peers")
 TINY = peers.MODELS["tiny"]
 PATHS = ["tok", "pos", *(f"blocks.{p}" for p in peers.BLOCK), "ln.g", "ln.b", "head"]
 

@@ -60,11 +60,11 @@ from presk.toolchain import host_cpu, mlir_runtime_lib
 SYMBOL = "kernel"
 # The kernels a compiler keeps loaded beyond those its live backends hold: a kernel asked
 # for again among the last LOADED is not loaded again. A tiny kernel's library costs about
-# 20 kB resident (docs/performance.md, "Compiled code in a long process").
+# 20 kB resident (docs/performance.md's git history, "Compiled code in a long process").
 LOADED = 256
 # An entry's kernels are compiled together, into its bundle, when at least two and a
 # TOGETHER-th of them are cold: a kernel compiled alone, with an ExecutionEngine and a link
-# of its own, costs about four times its share of a bundle (docs/performance.md).
+# of its own, costs about four times its share of a bundle (docs/performance.md's git history).
 TOGETHER = 4
 BUNDLES = "bundles"  # the cache's folder of bundles
 # LLVM keeps a bf16 value that lives across blocks in f32 and rounds it back with

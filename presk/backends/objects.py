@@ -35,7 +35,7 @@ from presk.toolchain import mlir_runtime_lib
 # LLVM's O2: the same bits as O3 (no fast-math flag, no contraction in either), the same
 # machine code for the products and no slower kernels measured, but 15-20 % less time to
 # compile; O3's larger unrolling thresholds spent 0.1-0.2 s on each small copy or sum
-# whose loops are short and fixed (docs/performance.md, "Compile time of an entry").
+# whose loops are short and fixed (docs/performance.md's git history, "Compile time of an entry").
 OPT_LEVEL = 2
 # Kernels are compiled in modules of at most GROUP: small enough for the processes to
 # share the work evenly and for a progress to advance, while a module more costs only a
