@@ -30,7 +30,7 @@ EPS, A = 2.0**-15, 2.0**-20
 
 def presk(*args: str) -> None:
     shown = " ".join(a if " " not in a and "{" not in a else f"'{a}'" for a in args)
-    print(f"\n$ presk {shown.replace(str(REPO) + '/', '')}", flush=True)
+    print(f"\n+ presk {shown.replace(str(REPO) + '/', '')}", flush=True)
     subprocess.run([str(BIN / "presk"), *args], check=True, cwd=REPO)
 
 
@@ -92,9 +92,10 @@ def solve_a_budget(data: str, checkpoint: str) -> None:
     at a budget of 1e-3 of |L|: its traffic against all-f64 and its measured gap."""
     program = str(REPO / "tutorial" / "05_minigpt.psk")
     envelope, solved = str(OUT / "envelope.json"), str(OUT / "solved.json")
-    loss = [program, "--entry", "MiniGPT.loss", *MODEL, "--dim", "B=8"]
+    # the checkpoint gives the entry, consts and dims it was trained at
+    loss = [program, "--weights", checkpoint]
     print("\nA budget in, a realization out, measured against the exact reference:")
-    samples = ["--data", data, "--weights", checkpoint, "--bits", "64", "--samples", "2"]
+    samples = ["--data", data, "--bits", "64", "--samples", "2"]
     one_process = ["--workers", "1"]
     presk("calibrate", "--precision", *loss, *samples, *one_process, "--out", envelope)
     budget = ["--precision", envelope, "--budget", "1e-3"]

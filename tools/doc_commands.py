@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 # What the commands may read, seen from the scratch directory.
-SHARED = ("tutorial", "corpus", "tests", "bench", "dialects", "docs", ".venv")
+SHARED = ("tutorial", "corpus", "tests", "bench", "dialects", "docs", "tools", ".venv")
 ELLIPSIS = "…"
 _ASSIGNMENT = re.compile(r"[A-Za-z_]\w*=\S*")
 _FENCE = re.compile(r"^(\s*)```(\S*)\s*$")
@@ -118,6 +118,9 @@ def run(command: Command, cwd: str, assignments: list[str]) -> list[str]:
         "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
         "PYTHONUNBUFFERED": "1",
         "PYTHONHASHSEED": "0",
+        # a terminal's progress line is cleared when its work ends, so a transcript shows
+        # none; a pipe would get a line a phase instead (presk/progress.py)
+        "PRESK_PROGRESS": "0",
     }
     done = subprocess.run(
         ["bash", "-c", text],
