@@ -137,6 +137,10 @@ class RuntimeDataError(PreskError):
     """A value presk refuses at run time (a row a mask empties, an index out of range)."""
 
 
+class GraphError(PreskError):
+    """An ONNX graph `presk import` cannot take: malformed, unsupported, unbound (E4xxx)."""
+
+
 class FileFormatError(PreskError):
     """A checkpoint, inputs file or JSON file that is malformed, truncated or mismatched (E9xxx)."""
 

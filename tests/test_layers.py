@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("presk.schemas", "presk.realize", "presk.plans"),
     ("presk.prims",),
     ("presk.core",),
-    ("presk.front",),
+    ("presk.front", "presk.importer"),
     ("presk.runtime",),
     ("presk.quantize", "presk.reach"),
     ("presk.passes",),

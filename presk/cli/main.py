@@ -23,6 +23,8 @@ COMMANDS: dict[str, str] = {
     "serve": "keep a model compiled and answer generation requests over local HTTP",
     "entries": "list a program's entries: each one's consts, arguments, result and dims",
     "data": "make a token-window data file (.psk.d) from text files",
+    "import": "an ONNX graph as a PSK program (model.psk) and its weights (params.safetensors), "
+    "its shape arithmetic folded at the --dim sizes (docs/import.md)",
     "export": "write an entry as a C99 program (model.c, model.h, a Makefile) through MLIR's "
     "EmitC, with its parameters in model.bin",
     "dump": "show a program at a stage: its syntax tree (ast), PSK-Core (core), its kernels "
