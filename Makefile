@@ -55,8 +55,8 @@ c-conformance: setup  ## export every conformance case and tutorial entry to C, 
 	$(BIN)/python tools/c_conformance.py
 
 lint: setup  ## ruff lint and format check
-	$(BIN)/ruff check presk passes tools tests test/lit/lit.cfg.py
-	$(BIN)/ruff format --check presk passes tools tests test/lit/lit.cfg.py
+	$(BIN)/ruff check presk tools tests bench test/lit/lit.cfg.py
+	$(BIN)/ruff format --check presk tools tests bench test/lit/lit.cfg.py
 
 clean:  ## remove the virtualenv, caches and the C libraries set-up built
 	rm -rf $(VENV) .pytest_cache build *.egg-info presk/backends/built

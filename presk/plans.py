@@ -12,7 +12,8 @@ or `{"depth": d, "workers": p}`, and `"split": "none"` keeps the nest on one wor
 `"epilogue": true` folds the bias add after the nest into its kernel
 (presk/kernel/epilogue.py). presk/schemas.py holds the plan's schema.
 
-psk-plan (passes/psk_plan.py) applies a plan; the cost model writes one (presk/kernel/planner.py).
+psk-plan (presk/passes/psk_plan.py) applies a plan; the cost model writes one
+(presk/kernel/planner.py).
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ LAYERS: list[tuple[str, ...]] = [
         "presk.timing",
         "presk.progress",
     ),
-    ("presk.ir",),
+    ("presk.ir", "presk.dialects"),
     ("presk.kernel",),
     ("presk.schemas", "presk.realize", "presk.plans"),
     ("presk.prims",),
@@ -47,13 +47,12 @@ LAZY = {"presk/__init__.py", "presk/cli/main.py", "presk/backends/__init__.py"}
 
 
 def sources() -> dict[str, Path]:
-    """Every module of presk by dotted name (passes/ is installed as presk.passes)."""
+    """Every module of presk by dotted name."""
     found = {}
-    for root, package in (("presk", "presk"), ("passes", "presk.passes")):
-        for path in sorted((REPO / root).rglob("*.py")):
-            parts = path.relative_to(REPO / root).with_suffix("").parts
-            parts = parts[:-1] if parts[-1] == "__init__" else parts
-            found[".".join((package, *parts))] = path
+    for path in sorted((REPO / "presk").rglob("*.py")):
+        parts = path.relative_to(REPO).with_suffix("").parts
+        parts = parts[:-1] if parts[-1] == "__init__" else parts
+        found[".".join(parts)] = path
     return found
 
 

@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 # What the commands may read, seen from the scratch directory.
-SHARED = ("tutorial", "corpus", "tests", "bench", "dialects", "docs", "tools", ".venv")
+SHARED = ("tutorial", "corpus", "tests", "bench", "presk", "docs", "tools", ".venv")
 ELLIPSIS = "…"
 _ASSIGNMENT = re.compile(r"[A-Za-z_]\w*=\S*")
 _FENCE = re.compile(r"^(\s*)```(\S*)\s*$")

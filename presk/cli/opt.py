@@ -1,6 +1,6 @@
 """presk-opt: run pass pipelines over MLIR text, with presk's dialects and passes.
 
-Like upstream `mlir-opt`, but presk's Python passes (under `passes/`) and upstream
+Like upstream `mlir-opt`, but presk's Python passes (under `presk/passes/`) and upstream
 passes mix in one `--pass-pipeline`, and `psk`/`psk_kernel` are loaded from IRDL.
 """
 

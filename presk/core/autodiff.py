@@ -19,7 +19,7 @@ Both modes run the same operations on the same values, so they give the same bit
 keep their `psk.callsite`, so a dropout replayed in `bwd` draws the forward's mask, and its
 adjoint is a dropout of the cotangent under the forward op's key. The op of `F.bwd` that
 yields a forward site's complete cotangent is marked `psk.cotangent_of` (presk dump
---stage sensitivity reads it). `expand` is the whole transformation; passes/psk_vjp.py
+--stage sensitivity reads it). `expand` is the whole transformation; presk/passes/psk_vjp.py
 runs it as a pass, and train.step (presk/train/step.py) builds on `Derivatives`.
 """
 

@@ -1,8 +1,8 @@
 """The MLIR context presk works in, with its IRDL dialects loaded once.
 
-The dialect files live in the repository's `dialects/` folder, installed as the
-`presk.dialects` package. Loading a dialect twice in one context aborts the process,
-so `new_context` is the only place that loads them.
+The dialect files live in the `presk.dialects` package (`presk/dialects/`). Loading a
+dialect twice in one context aborts the process, so `new_context` is the only place that
+loads them.
 """
 
 from __future__ import annotations

@@ -96,7 +96,7 @@ class Prim:
     reference: Callable[[Apply, list], object] | None = None
     # The adjoint, as PSK-Core ops: (emitter, operands, result, cotangent, need) -> one
     # cotangent per operand, None where `need` is False or the operand has none. The
-    # emitter (passes/psk_vjp.py) builds ops and knows the forward op's attributes.
+    # emitter (presk/passes/psk_vjp.py) builds ops and knows the forward op's attributes.
     vjp: Callable[..., list] | None = None
     # Kernels (presk/kernel): an elementwise primitive gives its computation on scalars
     # already loaded, `scalar(kb, values, apply) -> value`, which fusion chains in one nest;

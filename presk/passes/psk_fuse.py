@@ -13,10 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mlir import ir
-from presk.passes import Pass
 
 from presk.core.fusion import group_roots
 from presk.ir.ops import module_functions, site_of
+from presk.passes import Pass
 
 
 @dataclass(frozen=True)

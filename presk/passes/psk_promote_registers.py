@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 from mlir import ir
 from mlir.dialects import affine
-from presk.passes import Pass, apply
 
 from presk.kernel.loops import (
     access,
@@ -25,6 +24,7 @@ from presk.kernel.loops import (
     kernel_funcs,
     rebuild_for,
 )
+from presk.passes import Pass, apply
 
 
 def _candidate(loop):

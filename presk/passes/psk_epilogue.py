@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from presk.passes import Pass
-
 from presk.kernel.epilogue import fold_epilogues
+from presk.passes import Pass
 
 
 @dataclass(frozen=True)

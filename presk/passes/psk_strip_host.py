@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from presk.passes import Pass, apply
-
 from presk.ir.ops import walk_ops
+from presk.passes import Pass, apply
 
 
 def _is_host(f) -> bool:

@@ -23,7 +23,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mlir import ir
-from presk.passes import Pass
 
 from presk.core.build import Builder, V
 from presk.errors import UsageError
@@ -33,6 +32,7 @@ from presk.kernel.builder import KernelBuilder
 from presk.kernel.machine import MACHINES, Machine, storage_of
 from presk.kernel.nests import aligned_index, loops
 from presk.kernel.weights import Weights
+from presk.passes import Pass
 from presk.prims import by_op, read_attrs
 from presk.prims.base import Apply
 from presk.reach import parameter_elements, stored_elements

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from presk.passes import Pass
-
 from presk.errors import VerifierError
 from presk.ir.ops import STRUCTURAL_OPS, module_functions, psk_type, site_of, walk_ops
 from presk.ir.types import RecordType, TensorType, TupleType
+from presk.passes import Pass
 from presk.prims import typing_rule
 
 

@@ -14,10 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 
-from presk.passes import Pass, apply
-
 from presk.ir.ops import walk_ops
 from presk.kernel.loops import body_ops, is_inside, kernel_funcs
+from presk.passes import Pass, apply
 
 _LOADS = ("affine.load", "memref.load", "affine.vector_load")
 _STORES = ("affine.store", "memref.store", "affine.vector_store")

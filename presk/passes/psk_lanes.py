@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from presk.passes import Pass
-
 from presk.ir.ops import string_attr
 from presk.kernel.machine import MACHINES
 from presk.kernel.relayout import contraction_kernels, relayout
+from presk.passes import Pass
 from presk.toolchain import vector_bytes
 
 

@@ -14,12 +14,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from presk.passes import Pass
-from presk.passes.psk_plan import apply_plan
-
 from presk.ir.ops import string_attr
 from presk.kernel.cost import Target
 from presk.kernel.planner import choose, plan_entry
+from presk.passes import Pass
+from presk.passes.psk_plan import apply_plan
 from presk.toolchain import default_threads, host_cpu, vector_bytes
 
 

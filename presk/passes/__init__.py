@@ -2,7 +2,7 @@
 
 A pass is a frozen dataclass subclassing `Pass`, with a kebab-case `name`, a one-line
 `description`, options as fields (`psk-tile{m=4 n=16}`), and `run(module)` that rewrites
-a `builtin.module` in place and leaves it verifying. Each module `passes/<snake_name>.py`
+a `builtin.module` in place and leaves it verifying. Each module `presk/passes/<snake_name>.py`
 defines one pass and exports it as `PASS`; `registry()` finds them lazily.
 
 A pass whose rewrite is local to one op (erase it, mark it, carry a loop's value in a

@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from presk.passes import LayoutPass
-
 from presk.toolchain import default_threads
 
 

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from presk.passes import Pass
-
 from presk.core.autodiff import expand
 from presk.errors import UsageError
+from presk.passes import Pass
 
 
 @dataclass(frozen=True)

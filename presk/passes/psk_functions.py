@@ -16,11 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mlir import ir
-from presk.passes import Pass
 
 from presk.errors import UsageError
 from presk.kernel.functions import mark
 from presk.kernel.loops import kernel_funcs
+from presk.passes import Pass
 from presk.schemas import FUNCTION_IMPLS
 
 

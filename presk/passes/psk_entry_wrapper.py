@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mlir import ir
-from presk.passes import Pass
 
 from presk.errors import UsageError
 from presk.kernel.loops import kernel_funcs
+from presk.passes import Pass
 
 
 def _nest(shape, body: list[str], indent: str = "    ") -> list[str]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mlir import ir
+
 from presk.passes import Pass, apply
 
 

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from presk.passes import LayoutPass
-
 from presk.errors import UsageError
+from presk.passes import LayoutPass
 
 CONTRACTIONS = ("fma", "none")
 

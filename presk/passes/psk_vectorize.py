@@ -30,7 +30,6 @@ from functools import partial
 
 from mlir import ir
 from mlir.dialects import affine, vector
-from presk.passes import Pass, apply
 
 from presk.kernel.loops import (
     PARALLEL,
@@ -44,6 +43,7 @@ from presk.kernel.loops import (
     step_of,
 )
 from presk.kernel.machine import MACHINES
+from presk.passes import Pass, apply
 from presk.toolchain import vector_bytes
 
 _LOADS = ("affine.load",)

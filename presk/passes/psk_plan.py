@@ -9,12 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from presk.passes import Pass
-
 from presk.errors import RealizationError, UsageError
 from presk.ir.ops import string_attr
 from presk.kernel.epilogue import fold_epilogues
 from presk.kernel.relayout import relayout
+from presk.passes import Pass
 from presk.plans import layout_change, plan_path, read_plan
 
 

@@ -25,7 +25,6 @@ from dataclasses import dataclass
 
 from mlir import ir
 from mlir.dialects import affine, arith, memref, vector
-from presk.passes import Pass
 
 from presk.ir.ops import python_value, walk_ops
 from presk.kernel.builder import buffer_parts
@@ -39,6 +38,7 @@ from presk.kernel.loops import (
     move_body,
     rebuild_for,
 )
+from presk.passes import Pass
 
 MATH = {
     "exp": "math.exp",
