@@ -11,10 +11,15 @@ sizes left dynamic (`dim_param`s `batch` and `seq`):
   2 query heads sharing 1 key-value head, intermediate 128;
 - `mlp.onnx`: a 3-layer MLP, 16 → 64 → 64 → 8, gelu then tanh.
 
+`--size corpus` and `--size gpt2-small` build the GPT-2 and the BERT of the speed
+comparison with onnxruntime instead (bench/onnx_peers.py), `gpt2_SIZE.onnx` and
+`bert_SIZE.onnx`: the corpus GPT's size (64 wide, 4 layers, 4 heads) and GPT-2 small's
+(768 wide, 12 layers, 12 heads, 1024 positions), both with the 256-token vocabulary.
+
 The packages are the `interop` extra (`pip install -e '.[interop]'`), never needed to run
 the tests, which read the committed files. Run from the repository's root:
 
-    python tools/onnx_fixtures.py [--out tests/data/onnx]
+    python tools/onnx_fixtures.py [--size fixtures|corpus|gpt2-small] [--out tests/data/onnx]
 """
 
 from __future__ import annotations
@@ -34,29 +39,34 @@ from torch.export import Dim
 SEED = 0
 OPSET = 18
 SCALE = {"n_layer": 2, "heads": 2, "width": 64, "vocab": 256, "positions": 64}
+# the models bench/onnx_peers.py times, by --size
+SIZES = {
+    "corpus": {"n_layer": 4, "heads": 4, "width": 64, "vocab": 256, "positions": 64},
+    "gpt2-small": {"n_layer": 12, "heads": 12, "width": 768, "vocab": 256, "positions": 1024},
+}
 
 
-def gpt2() -> torch.nn.Module:
+def gpt2(scale: dict = SCALE) -> torch.nn.Module:
     config = transformers.GPT2Config(
-        vocab_size=SCALE["vocab"],
-        n_positions=SCALE["positions"],
-        n_embd=SCALE["width"],
-        n_layer=SCALE["n_layer"],
-        n_head=SCALE["heads"],
+        vocab_size=scale["vocab"],
+        n_positions=scale["positions"],
+        n_embd=scale["width"],
+        n_layer=scale["n_layer"],
+        n_head=scale["heads"],
         use_cache=False,
         attn_implementation="eager",
     )
     return transformers.GPT2LMHeadModel(config)
 
 
-def bert() -> torch.nn.Module:
+def bert(scale: dict = SCALE) -> torch.nn.Module:
     config = transformers.BertConfig(
-        vocab_size=SCALE["vocab"],
-        hidden_size=SCALE["width"],
-        num_hidden_layers=SCALE["n_layer"],
-        num_attention_heads=SCALE["heads"],
-        intermediate_size=4 * SCALE["width"],
-        max_position_embeddings=SCALE["positions"],
+        vocab_size=scale["vocab"],
+        hidden_size=scale["width"],
+        num_hidden_layers=scale["n_layer"],
+        num_attention_heads=scale["heads"],
+        intermediate_size=4 * scale["width"],
+        max_position_embeddings=scale["positions"],
         type_vocab_size=2,
         use_cache=False,
         attn_implementation="eager",
@@ -110,8 +120,12 @@ def on_no_weight(node: onnx_ir.Node) -> bool | None:
     return False if any(v.const_value.size > 1 for v in weights) else None
 
 
-def export(model: torch.nn.Module, example: torch.Tensor, name: str, path: Path) -> None:
-    batch, seq = Dim("batch", min=1, max=64), Dim("seq", min=2, max=SCALE["positions"])
+def export(
+    model: torch.nn.Module, example: torch.Tensor, name: str, path: Path, positions: int
+) -> None:
+    warnings.filterwarnings("ignore")  # the exporter's, about its own internals
+    logging.disable(logging.WARNING)
+    batch, seq = Dim("batch", min=1, max=64), Dim("seq", min=2, max=positions)
     dynamic = {0: batch} if example.is_floating_point() else {0: batch, 1: seq}
     program = torch.onnx.export(
         model.eval(),
@@ -138,19 +152,45 @@ def export(model: torch.nn.Module, example: torch.Tensor, name: str, path: Path)
     )
 
 
+def tokens(vocab: int) -> torch.Tensor:
+    return torch.randint(0, vocab, (2, 8), generator=torch.Generator().manual_seed(1))
+
+
+def fixtures(out: Path) -> None:
+    """The four models the tests import."""
+    for name, build in (("gpt2", gpt2), ("bert", bert), ("llama", llama)):
+        torch.manual_seed(SEED)
+        export(
+            randomised(build()), tokens(SCALE["vocab"]), "input_ids", out / f"{name}.onnx",
+            SCALE["positions"],
+        )  # fmt: skip
+    torch.manual_seed(SEED)
+    export(MLP(), torch.randn(2, 16), "x", out / "mlp.onnx", SCALE["positions"])
+
+
+def sized(size: str, out: Path) -> list[Path]:
+    """The GPT-2 and the BERT at one of SIZES: `gpt2_SIZE.onnx`, `bert_SIZE.onnx`."""
+    scale, paths = SIZES[size], []
+    for name, build in (("gpt2", gpt2), ("bert", bert)):
+        torch.manual_seed(SEED)
+        path = out / f"{name}_{size}.onnx"
+        export(
+            randomised(build(scale)), tokens(scale["vocab"]), "input_ids", path, scale["positions"]
+        )
+        paths.append(path)
+    return paths
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", choices=["fixtures", *SIZES], default="fixtures")
     parser.add_argument("--out", type=Path, default=Path("tests/data/onnx"))
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    warnings.filterwarnings("ignore")
-    logging.disable(logging.WARNING)
-    tokens = torch.randint(0, SCALE["vocab"], (2, 8), generator=torch.Generator().manual_seed(1))
-    for name, build in (("gpt2", gpt2), ("bert", bert), ("llama", llama)):
-        torch.manual_seed(SEED)
-        export(randomised(build()), tokens, "input_ids", args.out / f"{name}.onnx")
-    torch.manual_seed(SEED)
-    export(MLP(), torch.randn(2, 16), "x", args.out / "mlp.onnx")
+    if args.size == "fixtures":
+        fixtures(args.out)
+    else:
+        sized(args.size, args.out)
 
 
 if __name__ == "__main__":

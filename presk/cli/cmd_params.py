@@ -1,8 +1,9 @@
-"""presk params: an entry's parameters, initial or from a checkpoint, written by path in
-the type a realization stores them in."""
+"""presk params: an entry's parameters, initial or from a checkpoint, written by path (or,
+for an imported program, by ONNX initializer) in the type a realization stores them in."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 
 from presk import quantize
@@ -17,7 +18,8 @@ from presk.cli.programs import (
     elaborate_args,
 )
 from presk.cli.recorded import apply_checkpoint
-from presk.errors import UsageError
+from presk.errors import FileFormatError, UsageError
+from presk.importer.names import WEIGHTS
 from presk.kernel.machine import MACHINES
 from presk.runtime import params_file
 from presk.runtime.inputs import parameters
@@ -45,6 +47,14 @@ def configure(p) -> None:
         help="where to write them: one array a parameter, named by its path (bfloat16 "
         "needs .safetensors)",
     )
+    p.add_argument(
+        "--names",
+        choices=("path", "onnx"),
+        default="path",
+        help="name each array by its parameter path (the default), or, for a program presk "
+        f"import wrote, by the ONNX initializer it holds, as the {WEIGHTS} beside FILE records "
+        "them: the way back to the graph and the model it was exported from",
+    )
 
 
 def run(args) -> int:
@@ -57,9 +67,26 @@ def run(args) -> int:
     params = parameters(view, args.seed, args.weights)
     if params is None:
         raise UsageError(f"{args.entry} is not a module's function: it has no parameters")
-    realizations.check_paths(realization, [p for p, _ in leaves(params)])
-    params_file.write(args.out, stored(params, realization))
+    paths = [p for p, _ in leaves(params)]
+    realizations.check_paths(realization, paths)
+    names = onnx_names(args.file, paths) if args.names == "onnx" else None
+    params_file.write(args.out, stored(params, realization), names)
     return 0
+
+
+def onnx_names(program: str, paths: list[str]) -> dict[str, str]:
+    """Each of `paths` by the ONNX initializer it holds, from the weights presk import
+    wrote beside `program`; a path they do not name is refused (E9005)."""
+    recorded = os.path.join(os.path.dirname(program), WEIGHTS)
+    names = params_file.onnx_names(recorded)
+    for p in paths:
+        if p not in names:
+            raise FileFormatError(
+                f"{recorded}: names no ONNX initializer for parameter {p} of {program}: "
+                "--names onnx needs the weights presk import wrote for this program",
+                code="E9005",
+            )
+    return names
 
 
 def stored(params: Value, r: realizations.Realization) -> Value:

@@ -10,7 +10,6 @@ values they were bound to, since the shape arithmetic was folded at those values
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import shutil
@@ -25,10 +24,8 @@ from presk.errors import GraphError, UsageError
 from presk.fileio import check_writable, write_atomic
 from presk.importer import ops
 from presk.importer.graph import Graph, identifier
+from presk.importer.names import PROGRAM, WEIGHTS, metadata
 from presk.importer.translate import Live, Names, Translator, Unsupported, fold_node, is_live
-
-PROGRAM = "model.psk"
-WEIGHTS = "params.safetensors"
 
 
 @dataclass
@@ -290,7 +287,7 @@ def _print(graph, module, entry, signature, t: Translator, result: str, dims, ex
 
 
 def encode_weights(imported: Imported) -> bytes:
-    meta = {"format": "presk.params", "onnx_names": json.dumps(imported.onnx_names)}
+    meta = {"format": "presk.params", **metadata(imported.onnx_names)}
     return safetensors.numpy.save(imported.weights, metadata=meta)
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+import safetensors.numpy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
@@ -225,6 +226,54 @@ def test_a_missing_model_and_an_output_that_is_a_file_are_refused(tmp_path):
 def test_a_malformed_dim_is_refused(tmp_path):
     refused_and_unwritten(tmp_path, MLP, "--dim", "batch", code="E3004", says="NAME=VALUE")
     refused_and_unwritten(tmp_path, MLP, "--dim", "batch=0", code=None, says="batch")
+
+
+# ---- the way back: presk params --names onnx ----------------------------------------------
+
+REGRESSION = REPO / "tests" / "train" / "mlp_regression.psk"
+
+
+def names_refused(tmp_path: Path, program: Path, code: str, says: str) -> None:
+    out = tmp_path / "back.safetensors"
+    argv = ["params", program, "--entry", "loss", "--names", "onnx", "--out", out]
+    refuse(argv, code, says)
+    assert not out.exists(), f"{out} was written"
+
+
+def beside(tmp_path: Path, metadata: dict[str, str] | None) -> Path:
+    """The regression program in a folder of its own, with a params.safetensors beside it
+    whose metadata is `metadata` (no file when None)."""
+    program = tmp_path / "model.psk"
+    program.write_text(REGRESSION.read_text())
+    if metadata is not None:
+        safetensors.numpy.save_file(
+            {"w": np.zeros(2, np.float32)}, str(tmp_path / "params.safetensors"), metadata
+        )
+    return program
+
+
+def test_names_onnx_of_a_program_presk_did_not_import_is_refused(tmp_path):
+    names_refused(tmp_path, beside(tmp_path, None), "E0002", "their ONNX names: no such file")
+    program = beside(tmp_path, {"format": "presk.params"})  # as presk params writes them
+    names_refused(tmp_path, program, "E9006", "no onnx_names in its metadata")
+
+
+@pytest.mark.parametrize(
+    "recorded, says",
+    [
+        ("{", "not JSON"),
+        ('["l1.w"]', "is not of type 'object'"),
+        ('{"l1.w": 3}', "onnx_names['l1.w']: 3 is not of type 'string'"),
+        ('{"l1.w": "fc.weight", "l2.w": "fc.weight"}', "one initializer for two parameters"),
+    ],
+)
+def test_names_onnx_from_malformed_metadata_is_refused(tmp_path, recorded, says):
+    names_refused(tmp_path, beside(tmp_path, {"onnx_names": recorded}), "E9006", says)
+
+
+def test_names_onnx_that_leave_a_parameter_unnamed_are_refused(tmp_path):
+    program = beside(tmp_path, {"onnx_names": '{"l1.w": "fc1.weight"}'})
+    names_refused(tmp_path, program, "E9005", "names no ONNX initializer for parameter l1.b")
 
 
 # ---- the fuzzer ---------------------------------------------------------------------------
