@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from presk import jsontext
 from presk.errors import RealizationError
 from presk.fileio import PSKD_HEADER_BYTES, PSKD_HEADER_DEPTH, read_text
-from presk.kernel.machine import TYPES
+from presk.kernel.machine import MACHINES, TYPES
 from presk.schemas import REALIZATION, check
 
 # what read_json reads: a realization or plan is a few lines, so anything past these
@@ -188,10 +188,8 @@ def check_sites(r: Realization, sites: list[str], backend: str) -> None:
                     f", … ({len(sites)} in all)" if len(sites) > 12 else ""
                 )
                 _fail(f"{r.spelling}: {name}", f"unknown site {s!r} (sites: {shown})")
-    if backend == "interp":
-        return
     for s, t in r.accum.items():
-        arith = {"f64": "f64", "f32": "f32", "bf16": "f32"}[r.type_at(s)]
+        arith = MACHINES[r.type_at(s)].arith_name
         if t != arith:
             raise RealizationError(
                 f"{r.spelling}: accum {s}: {t} accumulation in a {r.type_at(s)} kernel; the "

@@ -1,5 +1,5 @@
-"""The time objective of `presk solve --profile` (presk/precision/offers.py, solve.py):
-predicted time from a hand-written profile, never a timing. It prefers f32 to bf16 where
+"""The time objective of `presk solve --profile` (presk/precision/offers.py's `Time`,
+solve.py): predicted time from a hand-written profile, never a timing. It prefers f32 to bf16 where
 bf16 computes no faster, and charges a conversion at each kernel's edge where a value
 stored in one type is read by a kernel of another."""
 
@@ -10,9 +10,9 @@ from dataclasses import replace
 
 import pytest
 
-from presk.precision.offers import Menu, Priced, Timing
+from presk.precision.offers import TRAFFIC, Menu, Priced, Time
 from presk.precision.profile import PAIRS, TYPES, read_profile
-from presk.precision.solve import propose, settle
+from presk.precision.solve import by_next_saving, propose, settle
 
 TERMS = {"f64": 0.0, "f32": 1e-9, "bf16": 1e-6}  # every value's term: tiny against the target
 
@@ -38,10 +38,8 @@ def chain_menu(profile, offered, work=1) -> Menu:
     """Three stored values a -> b -> c, each read by the next kernel, of 1000 elements."""
     readers = {"a": ("b",), "b": ("c",), "c": ()}
     values = {k: Priced(k, "value", 1000, dict(TERMS), readers[k]) for k in "abc"}
-    timing = Timing(
-        profile, work=dict.fromkeys("abc", work * 1000), launches=dict.fromkeys("abc", 1)
-    )
-    return Menu(values, {}, tuple(offered), {}, 3 * 8000, 0.0, timing)
+    time = Time(profile, work=dict.fromkeys("abc", work * 1000), launches=dict.fromkeys("abc", 1))
+    return Menu(values, {}, tuple(offered), {}, 3 * 8000, 0.0, time)
 
 
 def solved(menu: Menu) -> dict[str, str]:
@@ -66,10 +64,11 @@ def test_bf16_is_taken_where_the_profile_says_it_is_faster(tmp_path):
 def test_a_value_narrowed_alone_between_two_f64_kernels_costs_a_conversion_each_side(tmp_path):
     profile = profile_file(tmp_path, convert_element=1e-9, convert_fixed=2e-6)
     menu = chain_menu(profile, "b")
-    own = menu.own_seconds("b", "f64") - menu.own_seconds("b", "f32")
+    own = menu.saving({}, "b", "f32", edges=False)
     edges = profile.convert("f64", "f32", 1000) + profile.convert("f32", "f64", 1000)
     assert edges == pytest.approx(2 * (2e-6 + 1000 * 1e-9))
-    assert menu.seconds({}) - menu.seconds({"b": "f32"}) == pytest.approx(own - edges)
+    assert menu.cost({}) - menu.cost({"b": "f32"}) == pytest.approx(own - edges)
+    assert menu.saving({}, "b", "f32") == pytest.approx(own - edges)
 
 
 def test_the_solver_leaves_a_lone_value_wide_when_its_conversions_cost_more_than_it_saves(
@@ -91,10 +90,27 @@ def test_a_chain_narrowed_together_pays_no_conversion_inside_it(tmp_path):
 
 
 def test_rule_2_counts_time_under_a_profile(tmp_path):
-    # a value of few bytes whose kernel computes much saves time in f32 though it saves
-    # few bytes: with a profile it is offered; a kernel computing little is not
-    heavy = chain_menu(profile_file(tmp_path, bf16_work_rate=1e9), "abc", work=1000)
-    light = chain_menu(profile_file(tmp_path, bf16_work_rate=1e9), "abc", work=1)
-    assert replace(heavy, min_gain=1e-3).saves_time("b")
-    assert not replace(light, min_gain=0.5).saves_time("b")
-    assert not replace(heavy, timing=None).saves_time("b")
+    # a value whose first narrowing saves too few bytes (θ·B = 10⁶, it saves 4000) but
+    # whose kernel computes much saves time in f32: with a profile it is offered; a kernel
+    # computing little is not, and by traffic neither is
+    few_bytes = {"all_f64": 10**9}
+    heavy = replace(chain_menu(profile_file(tmp_path), "abc", work=1000), **few_bytes)
+    light = replace(chain_menu(profile_file(tmp_path), "abc", work=1), **few_bytes)
+
+    def offered(menu: Menu, min_gain: float) -> bool:
+        menu = replace(menu, min_gain=min_gain)
+        return menu.objective.offers(menu, menu.item("b"))
+
+    assert offered(heavy, 1e-3)
+    assert not offered(light, 0.5)
+    assert not offered(replace(heavy, objective=TRAFFIC), 1e-3)
+
+
+def test_narrowing_by_measurement_tries_the_largest_saving_of_time_first(tmp_path):
+    # a saves the most bytes; b, a tenth of a's elements but computing much, the most time
+    values = {k: Priced(k, "value", n, dict(TERMS)) for k, n in (("a", 1000), ("b", 100))}
+    time = Time(profile_file(tmp_path), work={"a": 1000, "b": 100_000}, launches={"a": 1, "b": 1})
+    menu = Menu(values, {}, ("a", "b"), {}, 1100 * 8, 0.0, time)
+    f64 = dict.fromkeys("ab", "f64")
+    assert by_next_saving(menu, f64) == ["b", "a"]
+    assert by_next_saving(replace(menu, objective=TRAFFIC), f64) == ["a", "b"]

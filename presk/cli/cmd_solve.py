@@ -5,11 +5,9 @@ reference on an envelope's samples (presk/precision/solve.py, docs/precision.md)
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 import time
-from collections import Counter
 
 from presk import realize
 from presk.api import Core
@@ -42,13 +40,14 @@ from presk.precision.solve import (
     held_out_samples,
     solve,
 )
+from presk.precision.solve_text import decisions, names, step_summary, summary
 from presk.precision.step_gap import Setup
-from presk.precision.step_solve import GRAINS, StepSolution, solve_step
+from presk.precision.step_solve import GRAINS, solve_step
 from presk.progress import Progress
 from presk.runtime.inputs import parameters
 from presk.toolchain import default_threads
 from presk.train.data import Windows
-from presk.train.loop import Hyper, sci
+from presk.train.loop import Hyper
 
 budget_number = real_number("a positive number", strict=True)
 # the flags of an envelope's solve, which --step does not read
@@ -260,7 +259,8 @@ def run(args) -> int:
         check_writable(path)
     core, solution = solved(args)
     write(solution, args.out, moves_path)
-    print(summary(solution, core.entry, args, moves_path))
+    options = options_of(args)
+    print(summary(solution, options, args.measure, core.entry, args.file, args.out, moves_path))
     if solution.quant_pass is not None:
         print(table_text(solution.quant_pass))
     if args.sites:
@@ -287,36 +287,8 @@ def run_step(args) -> int:
         solution = solve_step(setup, args.grain, args.budget, args.margin, args.measurements)
     write_atomic(args.out, json.dumps(solution.record(), indent=1) + "\n")
     realize.read("@" + args.out)
-    print(step_summary(solution, setup, args))
+    print(step_summary(solution, setup, args.file, args.out))
     return 0
-
-
-def step_summary(s: StepSolution, setup: Setup, args) -> str:
-    counts = Counter(s.assignment.values())
-    rungs = ", ".join(f"{counts[t]} {t}" for t in RUNGS)
-    traffic = s.traffic()
-    capped = " (the cap: --measurements)" if s.measurements >= s.most else ""
-    mean = sum(s.seconds) / len(s.seconds)
-    return "\n".join(
-        [
-            f"presk solve --step: `{setup.core.entry}` of {args.file}, step {setup.step} after "
-            f"{setup.warmup} warm-up steps in f64 (peak lr {setup.lr:g}), against the exact "
-            f"step at {setup.bits} bits",
-            f"decisions ({s.grain}): {len(s.decisions)} over {len(s.elements)} launch sites; "
-            f"{rungs}",
-            f"traffic: {traffic} bytes against {s.all_f64()} all-f64 over the step's stored "
-            f"values, {_ratio(s.all_f64(), traffic)} less",
-            f"measured update gap (native): {sci(s.gap, 2)} against a budget of "
-            f"{_n(s.budget)}: "
-            + ("inside" if s.inside else "OUTSIDE (even all-f64)")
-            + f"; all-f64's {sci(s.base, 2)}",
-            f"narrowing by measurement: {s.kept} steps kept of {s.tried} measured in "
-            f"{s.passes} passes, each inside {_n(s.threshold)} (budget/margin)",
-            f"measurements: {s.measurements}{capped}, {mean:.1f} s each (a compilation, a "
-            "native step and its gap)",
-            f"wrote {args.out}",
-        ]
-    )
 
 
 def menu_rungs(args) -> tuple[str, ...]:
@@ -356,14 +328,7 @@ def solved(args) -> tuple[Core, Solution]:
         warning = refuse_vacuous(args, offered, found)
     if warning is not None:
         print(warning, file=sys.stderr)
-    options = Options(
-        budget=args.budget if args.budget is not None else args.budget_abs,
-        absolute=args.budget is None,
-        estimate=args.estimate,
-        margin=args.margin,
-        exhaustive=args.exhaustive,
-        narrow=args.narrow,
-    )
+    options = options_of(args)
     job = Job(program.ast.text, args.file, args.remat, meta)
     workers = args.workers if args.workers is not None else default_threads()
     gauge = Gauge(core, envelope, job, offered, args.measure, workers)
@@ -381,6 +346,18 @@ def solved(args) -> tuple[Core, Solution]:
     return core, solution
 
 
+def options_of(args) -> Options:
+    """The solve's options, from the flags of `add_solve_args`."""
+    return Options(
+        budget=args.budget if args.budget is not None else args.budget_abs,
+        absolute=args.budget is None,
+        estimate=args.estimate,
+        margin=args.margin,
+        exhaustive=args.exhaustive,
+        narrow=args.narrow,
+    )
+
+
 def refuse_vacuous(args, offered, found) -> str | None:
     """Refuse (E3013) a solve whose sensitivities are vacuous, unless `--force`: then
     the warning to print. Values offered whose sensitivity is exactly 0 at parameters drawn
@@ -391,7 +368,7 @@ def refuse_vacuous(args, offered, found) -> str | None:
         return None
     why = (
         f"the solve is vacuous: {len(zero)} of the {len(offered.offered)} values offered have "
-        f"a sensitivity of exactly 0{_names(zero)}, so the estimate charges "
+        f"a sensitivity of exactly 0{names(zero)}, so the estimate charges "
         f"nothing for narrowing them: {AT_INITIALISATION}"
     )
     if not args.force:
@@ -437,148 +414,3 @@ def write(solution: Solution, out: str, moves_path: str) -> None:
     realize.read("@" + out)
     moves = moves_record(solution, os.path.basename(out))  # what presk explain reads
     write_atomic(moves_path, json.dumps(moves, indent=1) + "\n")
-
-
-def summary(s: Solution, entry: str, args, moves_path: str) -> str:
-    m = s.menu
-    values = sum(k in m.values for k in m.offered)
-    relative = "" if args.budget is None else f" ({args.budget:g} × {_n(s.scale)}, |output|)"
-    traffic = m.traffic(s.assignment)
-    lines = [
-        f"presk solve: `{entry}` of {args.file}, budget {_n(s.budget)}{relative}",
-        f"sites: {len(m.offered)} offered ({values} stored values, "
-        f"{len(m.offered) - values} parameters) of {len(m.values)} stored values and "
-        f"{len(m.params)} parameters",
-        _rules(s),
-        f"traffic: {traffic} bytes against {m.all_f64} all-f64, "
-        f"{_ratio(m.all_f64, traffic)} less; {_counts(s.assignment)}",
-        *_menu_line(s),
-        *_time(s),
-        f"estimate ({args.estimate}): {_n(s.estimate)} against a target of {_n(s.target)}",
-        f"measured gap ({args.measure}): {_n(s.gap)} against a budget of {_n(s.budget)}: "
-        + ("inside" if s.inside else "OUTSIDE (even all-f64)"),
-        f"widening rounds: {s.rounds}; measurements: {s.measurements}",
-    ]
-    if s.narrowing is not None:
-        lines.append(_narrowing(s))
-    if s.held_out is not None:
-        lines.append(_held_out(s, args.measure))
-    if s.exhaustive is not None:
-        greedy = m.traffic(s.proposed)
-        lines.append(
-            f"exhaustive: optimum {s.exhaustive.optimum} bytes over {s.exhaustive.assignments} "
-            f"assignments; greedy proposal {greedy} bytes, "
-            f"{_ratio(greedy, s.exhaustive.optimum)} the optimum"
-        )
-    lines.append(f"wrote {args.out} (moves in {moves_path})")
-    return "\n".join(lines)
-
-
-def _time(s: Solution) -> list[str]:
-    """With a profile, the predicted time against all-f64's."""
-    m = s.menu
-    if m.timing is None:
-        return []
-    now, f64 = m.seconds(s.assignment), m.seconds({})
-    return [
-        f"predicted time ({m.timing.profile.cpu}, {m.timing.profile.date}): "
-        f"{now * 1e3:.3f} ms against {f64 * 1e3:.3f} ms all-f64, {_ratio(f64, now)} faster"
-    ]
-
-
-def _narrowing(s: Solution) -> str:
-    n = s.narrowing
-    undone = f", {n.undone} undone by the held-out samples" if n.how == "heldout" else ""
-    return (
-        f"narrowing by measurement ({n.how}): {n.kept} steps kept of {n.tried} measured in "
-        f"{n.passes} passes, each inside {_n(n.threshold)} (budget/margin){undone}"
-    )
-
-
-def _held_out(s: Solution, measure: str) -> str:
-    h = s.held_out
-    last = h.meta.first + h.meta.samples - 1
-    return (
-        f"held-out gap ({measure}, samples {h.meta.first} to {last} of {h.meta.data}): "
-        f"{_n(h.gap)} against a budget of {_n(s.budget)}: "
-        + ("inside" if h.gap <= s.budget else "OUTSIDE")
-    )
-
-
-def _rules(s: Solution) -> str:
-    m = s.menu
-    left = m.left_out
-    least = m.min_gain * m.all_f64
-    return (
-        f"rules: rule 1 (one element) left out {len(left['rule 1'])}{_names(left['rule 1'])}; "
-        f"rule 2 (first narrowing saves < θ·B = {least:.4g} bytes{_in_time(m)}) left out "
-        f"{len(left['rule 2'])}{_names(left['rule 2'])}; "
-        f"not reached by the sweep (sensitivity unknown) {len(left['unreached'])}"
-        f"{_names(left['unreached'])}"
-    )
-
-
-def _in_time(m) -> str:
-    """Rule 2's measure in time, with a profile."""
-    if m.timing is None:
-        return ""
-    return f" and < θ·T̂ = {m.min_gain * m.seconds({}) * 1e6:.3g} µs at its own kernel"
-
-
-def _names(keys: list[str], shown: int = 4) -> str:
-    if not keys:
-        return ""
-    more = f", … {len(keys) - shown} more" if len(keys) > shown else ""
-    return " (" + ", ".join(keys[:shown]) + more + ")"
-
-
-def _counts(assignment: dict[str, str]) -> str:
-    counts = {t: sum(v == t for v in assignment.values()) for t in ("f32", "bf16")}
-    integers = sum(is_integer(v) for v in assignment.values())
-    stored = f", {integers} in integers" if integers else ""
-    return f"{counts['f32']} values in f32, {counts['bf16']} in bf16{stored}"
-
-
-def _menu_line(s: Solution) -> list[str]:
-    """With integers (--menu's or --quant's), what was offered them and what took them."""
-    m = s.menu
-    priced = [k for k, p in m.params.items() if p.ints]
-    if not priced:
-        return []
-    taken = {k: t for k, t in s.assignment.items() if is_integer(t)}
-    named = ", ".join(f"{k} {t} over {m.over[k]}" for k, t in sorted(taken.items()))
-    lines = [
-        f"integers: {len(priced)} parameter(s) priced in integers, {len(taken)} stored in "
-        f"integers" + (f" ({named})" if named else "")
-    ]
-    q = s.quant_pass
-    if q is not None:
-        lines.append(
-            f"quant ({q.scheme}): estimate √Σ(g·δ)² {_n(q.estimate)} against what the floats "
-            f"left of the budget, {_n(q.target)}"
-        )
-    return lines
-
-
-def decisions(s: Solution, count: int) -> str:
-    """The `count` decisions saving the most bytes: key, kind, type, bytes saved, term."""
-    m = s.menu
-    terms = m.terms(s.assignment)
-    chosen = [(k, t) for k, t in s.assignment.items() if t != "f64"]
-    chosen.sort(key=lambda kt: (-m.item(kt[0]).saving(kt[1]), kt[0]))
-    rows = [("value", "kind", "type", "saves", "term")]
-    for k, t in chosen[:count]:
-        item = m.item(k)
-        rows.append((k, item.kind, t, str(item.saving(t)), _n(terms.get(k, 0.0))))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join(
-        "  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
-    )
-
-
-def _n(x: float) -> str:
-    return f"{x:.3g}" if math.isfinite(x) else "inf"
-
-
-def _ratio(a: float, b: float) -> str:
-    return f"{a / b:.3f}×" if b else "inf×"

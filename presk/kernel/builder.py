@@ -20,7 +20,7 @@ from mlir.dialects import math as mmath
 
 from presk.constants import const_value
 from presk.ir.types import Axis, TensorType
-from presk.kernel.machine import Machine, storage_of
+from presk.kernel.machine import MACHINES, Machine, storage_of
 from presk.kernel.weights import Weights, dequantized, quant_attr
 
 
@@ -34,9 +34,6 @@ def buffer_parts(t: ir.Type) -> tuple[str, list[int]]:
     element = text.split("<", 1)[1].split(",", 1)[0].strip()
     dims = text.split("array<i64", 1)[1].split(">", 1)[0].lstrip(":")
     return element, [int(d) for d in dims.split(",") if d.strip()]
-
-
-_BITS = {"f64": 64, "f32": 32, "bf16": 16}
 
 
 def _like(x: ir.Value, element: str) -> ir.Type:
@@ -189,9 +186,10 @@ class KernelBuilder:
             )
             return self.from_f32(x)
         value, element = self._buffer(buf)
-        real = element in ("f64", "f32", "bf16")
+        real = element in MACHINES
         own = storage_of(self.types[buf], self.machine) if isinstance(buf, int) else element
-        wider = real and _BITS[element] > _BITS[own]  # another kernel's, rounded at the edge
+        # another kernel's, in a wider type: rounded at the edge
+        wider = real and MACHINES[element].bytes > MACHINES[own].bytes
         with self._at():
             rtype = ir.Type.parse(element) if not real or wider else self.ftype
             vtype = ir.VectorType.get([lanes], rtype) if lanes > 1 else rtype

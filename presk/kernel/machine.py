@@ -4,6 +4,9 @@ f64 and f32 store and compute in themselves. bf16 is a storage type only: a bf16
 loads each element widened exactly to f32, computes in f32, and rounds to nearest even
 once at each store; its real scalars stay in f32. Index tensors are int64 buffers, masks
 int8 buffers of 0 and 1.
+
+`MACHINES` is the one table of the machine types: every fact of a type (its bytes, its
+unit roundoff, its largest value) is read from it, derived from its storage dtype.
 """
 
 from __future__ import annotations
@@ -30,13 +33,29 @@ class Machine:
     def mlir_arith(self) -> ir.Type:
         return ir.Type.parse(self.arith_name)
 
+    @property
+    def bytes(self) -> int:
+        """An element's bytes in storage."""
+        return self.storage.itemsize
+
+    @property
+    def unit_roundoff(self) -> float:
+        """u = 2^-p, p the storage's significand bits: half its machine epsilon, the
+        largest relative error of a rounding to nearest."""
+        return float(ml_dtypes.finfo(self.storage).eps) / 2
+
+    @property
+    def largest(self) -> float:
+        """The largest finite value the storage holds; past it a rounding overflows."""
+        return float(ml_dtypes.finfo(self.storage).max)
+
 
 MACHINES = {
     "f64": Machine("f64", np.dtype(np.float64), np.dtype(np.float64)),
     "f32": Machine("f32", np.dtype(np.float32), np.dtype(np.float32)),
     "bf16": Machine("bf16", np.dtype(ml_dtypes.bfloat16), np.dtype(np.float32)),
 }
-TYPES = tuple(MACHINES)  # the machine types a realization names: f64, f32, bf16
+TYPES = tuple(MACHINES)  # the machine types a realization names, widest first: f64, f32, bf16
 
 # buffer element type (MLIR spelling) -> numpy dtype
 ELEMENTS = {

@@ -9,8 +9,9 @@ the solver (docs/precision.md).
 - `cluster`: the samples on a Dask distributed cluster (dask is optional);
 - `rules`, `bound`: the first-order bound of `presk check --precision`;
 - `sensitivity`: ‖∂L/∂v‖₁ at every site, from one reverse sweep on the reference;
-- `offers`, `solve`: `presk solve`: what a realization may narrow and at what price, the
-  greedy proposal, and the measurement that widens it until the budget holds.
+- `offers`, `solve`: `presk solve`: what a realization may narrow and at what price (the
+  `Objective`: traffic, or predicted time), the greedy proposal, and the measurement that
+  widens it until the budget holds; `solve_text`, its summary as printed.
 
 The package sits above `presk.api` and below `presk.cli`.
 """

@@ -24,7 +24,6 @@ import math
 from dataclasses import dataclass, replace
 from functools import partial
 
-import ml_dtypes
 import numpy as np
 
 from presk.api import Compiled, Core
@@ -40,9 +39,6 @@ from presk.prims.base import Apply, aligned
 from presk.quantize import parameter_values
 from presk.realize import Realization
 from presk.runtime.values import Tensor, Value, leaves, map_leaves
-
-WIDTH = {"bf16": 0, "f32": 1, "f64": 2}
-LARGEST = {t: float(ml_dtypes.finfo(MACHINES[t].storage).max) for t in WIDTH}
 
 
 @dataclass(frozen=True)
@@ -241,7 +237,7 @@ def _store_rounding(site: SiteEnvelope, stored: str, arith: str, model: str, mag
     rounding when that is wider (a bf16 kernel computes in f32). The bounds charge
     u_t·mag, which holds for the value computed; rss, an estimate, the envelope's
     largest rounding of the exact values (the row's, from a grain envelope)."""
-    if site.magnitude > LARGEST[stored]:
+    if site.magnitude > MACHINES[stored].largest:
         return math.inf  # the value overflows its type
     first = UNIT[arith] * mag if arith != stored else 0.0
     if model == "rss" and stored in site.rounding:
@@ -257,7 +253,7 @@ def _loaded(t: Tensor, machine, site: str) -> Operand:
     err = b.err
     if b.stored is not None:
         load = storage_of(t.type, machine)
-        if WIDTH[b.stored] > WIDTH[load] and np.any(b.mag > 0):
+        if MACHINES[b.stored].bytes > MACHINES[load].bytes and np.any(b.mag > 0):
             err = plus(err, {site: UNIT[load] * b.mag})
     return Operand(b.mag, err, t.type.size)
 

@@ -41,6 +41,7 @@ from presk.errors import RealizationError, ToolchainError
 from presk.fileio import source_line
 from presk.ir.diagnostics import file_location
 from presk.ir.ops import module_functions, module_launches, site_of, string_attr, walk_ops
+from presk.kernel.machine import MACHINES
 from presk.kernel.text import kernel_text
 from presk.precision.bound import Propagation, measured_gap
 from presk.precision.envelope import envelope_for, json_number, site_order
@@ -185,7 +186,8 @@ class Decision:
         """Bytes against f64."""
         if self.elements is None:
             return None
-        return self.elements * BYTES["f64"] - _bytes(self.rung, self.elements, self.ints)
+        n, ints = self.elements, self.ints
+        return rung_bytes("f64", n, ints) - rung_bytes(self.rung, n, ints)
 
     def why(self, figures: Figures | None) -> list[str]:
         """The reason in sentences: each move, or the rule that left it out (`figures`
@@ -194,7 +196,7 @@ class Decision:
             return [step.text(figures) for step in self.steps]
         if figures is None:
             return [REASONS[self.reason]]
-        first = (self.elements or 0) * (BYTES["f64"] - BYTES["f32"])
+        first = (self.elements or 0) * (MACHINES["f64"].bytes - MACHINES["f32"].bytes)
         least = figures.min_gain * figures.all_f64
         return [REASONS[self.reason].format(saves=first, least=least)]
 
@@ -330,11 +332,6 @@ def _decision(key: str, kind: str, rung: str, place: Place | None, moves: dict) 
     return Decision(key, kind, rung, elements, term, rule, (), place)
 
 
-def _bytes(rung: str, elements: int, ints: dict[str, int]) -> int:
-    """A value's bytes at a rung: an integer one's from the moves file, with its scales."""
-    return ints[rung] if rung in ints else elements * BYTES[rung]
-
-
 _NOT_MADE = {("narrow", "refused"), ("narrow", "rejected"), ("narrow", "slower")}
 
 
@@ -345,7 +342,7 @@ def _steps(moves: list[dict], key: str, elements: int, ints: dict[str, int]):
     for m in moves:
         after = _number(m["estimate"])
         if m["key"] == key:
-            saves = _bytes(m["from"], elements, ints) - _bytes(m["to"], elements, ints)
+            saves = rung_bytes(m["from"], elements, ints) - rung_bytes(m["to"], elements, ints)
             added = after - now if math.isfinite(after) else math.inf
             gap = _number(m["gap"]) if "gap" in m else None
             yield Step(m["move"], m["from"], m["to"], m["outcome"], after, added, saves, gap)

@@ -20,17 +20,18 @@ from mlir import ir
 from presk.api import Core
 from presk.errors import UsageError
 from presk.ir.ops import psk_type, site_of, walk_ops
+from presk.kernel.machine import MACHINES, TYPES
 from presk.precision.sensitivity import parameter_declarations
 from presk.quantize import dequantize, quantize
 from presk.reach import parameter_elements
 from presk.realize import Quant
 
-FLOATS = ("f64", "f32", "bf16")  # the float ladder, widest first (offers.RUNGS)
+FLOATS = TYPES  # the float ladder, widest first (offers.RUNGS): the machine types
 INTEGER_RUNGS = ("int8", "int8/pow2", "int4", "int4/pow2")  # widest first
 MENU = (*FLOATS, "int8", "int4")  # what --menu names; each integer under both schemes
 SCHEMES = ("absmax", "pow2")
 DEFAULT_AXIS = -2  # where the readers agree on no axis, as `--quant` scales every matrix
-SCALE_BYTES = 4  # an f32 scale
+SCALE_BYTES = MACHINES["f32"].bytes  # an f32 scale
 
 
 def is_integer(rung: str) -> bool:

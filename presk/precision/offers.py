@@ -21,21 +21,26 @@ Two kinds of value are offered (docs/precision.md, section 7):
 A value the sensitivity sweep did not reach has no known sensitivity and is not offered:
 an absence is not a zero. Two rules leave out values that can only add error: (1) a value
 of one element; (2) a value whose first narrowing, f64 to f32, saves less than θ·B bytes,
-B the all-f64 traffic (with a profile, and less than θ of the all-f64 predicted time at its
-own kernel). A value not offered stays f64; a parameter's term is still charged
-wherever a narrower kernel reads it.
+B the all-f64 traffic (the objective's measure: in time, and less than θ of the all-f64
+predicted time at its own kernel). A value not offered stays f64; a parameter's term is
+still charged wherever a narrower kernel reads it.
 
-The objective is traffic, or with a profile (presk/precision/profile.py) predicted time:
-each stored value's kernel at its roofline in its type, T̂ = λ + max(W/π, Q/β), W its
-work (the type does not change it) and Q its bytes in the type; each parameter's bytes
-at rest read once; and a conversion at every kernel's edge where a value (or parameter)
-stored in one type is read by a kernel of another, its elements at the profile's cost.
+What the solver minimises is the menu's `Objective`, which prices a candidate (`cost`), a
+move (`saving`), rule 2's measure and the words for them, so that the solver, explain and
+the CLI never ask which it is. `Traffic` is bytes; `Time`, with a profile
+(presk/precision/profile.py), predicted seconds: each stored value's kernel at its
+roofline in its type, T̂ = λ + max(W/π, Q/β), W its work (the type does not change it)
+and Q its bytes in the type; each parameter's bytes at rest read once; and a conversion
+at every kernel's edge where a value (or parameter) stored in one type is read by a
+kernel of another, its elements at the profile's cost. A cost is a candidate's own, not a
+difference from all-f64, so any two candidates compare.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 import numpy as np
 
@@ -44,8 +49,7 @@ from presk.api import Core
 from presk.core.fusion import group_roots
 from presk.ir.ops import module_functions, module_launches, psk_type, string_attr
 from presk.ir.types import leaves
-from presk.kernel.machine import to_storage
-from presk.precision.bound import LARGEST
+from presk.kernel.machine import MACHINES, to_storage
 from presk.precision.envelope import Envelope, SiteEnvelope
 from presk.precision.integers import (
     FLOATS,
@@ -62,8 +66,6 @@ from presk.reach import parameter_readers, value_readers
 from presk.runtime.inputs import param_type
 
 RUNGS = FLOATS  # the ladder, widest first
-BYTES = {"f64": 8, "f32": 4, "bf16": 2}
-UNIT = {"f64": 0.0, "f32": 2.0**-24, "bf16": 2.0**-8}  # the unit term's u(t); f64 the reference's
 ROUNDINGS = ("measured", "unit", "weighted")
 RULES = ("rule 1", "rule 2", "unreached")  # why a value is not offered
 
@@ -81,11 +83,11 @@ class Priced:
     ints: dict[str, int] = field(default_factory=dict)  # bytes by integer rung
 
     def bytes(self, rung: str) -> int:
-        return self.ints[rung] if rung in self.ints else self.elements * BYTES[rung]
+        return rung_bytes(rung, self.elements, self.ints)
 
     def saving(self, rung: str) -> int:
         """The bytes saved against f64 in `rung`."""
-        return self.elements * BYTES["f64"] - self.bytes(rung)
+        return self.bytes("f64") - self.bytes(rung)
 
     def term(self, rung: str, reader: str) -> float:
         """Its term in `rung` read by kernels of the narrowest type `reader`: a float
@@ -97,13 +99,135 @@ class Priced:
         return max(self.terms[rung], again)
 
 
+def rung_bytes(rung: str, elements: int, ints: dict[str, int]) -> int:
+    """A value's bytes in `rung`: its elements in a machine type's bytes, or an integer
+    rung's own count, its scales included (`ints`, by rung)."""
+    return ints[rung] if rung in ints else elements * MACHINES[rung].bytes
+
+
+def ratio(a: float, b: float) -> str:
+    """a/b as the summaries say it: `2.069×`."""
+    return f"{a / b:.3f}×" if b else "inf×"
+
+
+class Objective(Protocol):
+    """What the solver minimises over a menu's assignments (keys to rungs, every other key
+    f64), and the words for it."""
+
+    def cost(self, menu: Menu, assignment: dict[str, str]) -> float:
+        """The candidate's own cost, not a difference: any two candidates compare."""
+        ...
+
+    def saving(
+        self, menu: Menu, assignment: dict[str, str], key: str, to: str, edges: bool = True
+    ) -> float:
+        """What moving `key` from its rung in `assignment` to `to` saves of the cost
+        (negative: it costs): at `key`'s own kernel alone unless `edges`, where what its
+        readers' and its inputs' kernels pay counts too."""
+        ...
+
+    def offers(self, menu: Menu, p: Priced) -> bool:
+        """Rule 2's measure: whether `p`'s first narrowing, f64 to f32, saves enough for
+        `p` to be offered."""
+        ...
+
+    def rule_2(self, menu: Menu) -> str:
+        """Rule 2's measure as the summary says it, after "first narrowing saves"."""
+        ...
+
+    def report(self, menu: Menu, assignment: dict[str, str]) -> list[str]:
+        """The summary's lines on the candidate's cost, besides its traffic, which every
+        solve prints."""
+        ...
+
+
 @dataclass(frozen=True)
-class Timing:
-    """What the time objective prices beside a profile, by stored value (launch site)."""
+class Traffic:
+    """Bytes: one sample's stored values and the parameters once, each in its rung."""
+
+    def cost(self, menu: Menu, assignment: dict[str, str]) -> float:
+        return menu.traffic(assignment)
+
+    def saving(
+        self, menu: Menu, assignment: dict[str, str], key: str, to: str, edges: bool = True
+    ) -> float:
+        item = menu.item(key)  # its bytes are its own: no edge changes them
+        return item.bytes(assignment.get(key, "f64")) - item.bytes(to)
+
+    def offers(self, menu: Menu, p: Priced) -> bool:
+        return p.saving("f32") >= menu.min_gain * menu.all_f64
+
+    def rule_2(self, menu: Menu) -> str:
+        return f"< θ·B = {menu.min_gain * menu.all_f64:.4g} bytes"
+
+    def report(self, menu: Menu, assignment: dict[str, str]) -> list[str]:
+        return []  # the traffic line says it
+
+
+TRAFFIC = Traffic()
+
+
+@dataclass(frozen=True)
+class Time:
+    """Predicted seconds of one sample on the profile's machine: each stored value's kernel
+    at its roofline, each parameter's bytes read once, every conversion at a kernel's
+    edge."""
 
     profile: Profile
-    work: dict[str, int]  # W: one sample's work, the envelope's work × count
+    work: dict[str, int]  # W by stored value (launch site): the envelope's work × count
     launches: dict[str, int]  # its kernel's launches in one sample
+
+    def cost(self, menu: Menu, assignment: dict[str, str]) -> float:
+        def rung(key: str) -> str:
+            return assignment.get(key, "f64")
+
+        total = 0.0
+        for key, v in menu.values.items():
+            t = rung(key)
+            total += self.own(menu, key, t)
+            for reader in v.readers:
+                total += self.profile.convert(t, rung(reader), v.elements, self.launches[key])
+        for key, p in menu.params.items():
+            t = rung(key)
+            total += self.own(menu, key, t)
+            for reader in p.readers if not is_integer(t) else ():  # dequantised at the load
+                total += self.profile.convert(t, rung(reader), p.elements)
+        return total
+
+    def own(self, menu: Menu, key: str, t: str) -> float:
+        """A stored value's kernel at its roofline in `t`, or a parameter's bytes in `t`
+        read once."""
+        types = self.profile.types
+        if key in menu.params:  # integers stream like the f32 they are read as
+            return menu.params[key].bytes(t) / types["f32" if is_integer(t) else t].byte_rate
+        stored = menu.values[key].elements * MACHINES[t].bytes
+        return types[t].seconds(self.work[key], stored, self.launches[key])
+
+    def saving(
+        self, menu: Menu, assignment: dict[str, str], key: str, to: str, edges: bool = True
+    ) -> float:
+        if not edges:
+            rung = assignment.get(key, "f64")
+            return self.own(menu, key, rung) - self.own(menu, key, to)
+        return self.cost(menu, assignment) - self.cost(menu, {**assignment, key: to})
+
+    def offers(self, menu: Menu, p: Priced) -> bool:
+        """Traffic's measure, or θ of the all-f64 predicted time saved at its own kernel:
+        a value of few bytes whose kernel computes much (a cross-entropy's, reading every
+        logit) is offered for its time."""
+        least = menu.min_gain * self.cost(menu, {})
+        return TRAFFIC.offers(menu, p) or self.saving(menu, {}, p.key, "f32", False) >= least
+
+    def rule_2(self, menu: Menu) -> str:
+        least = menu.min_gain * self.cost(menu, {})
+        return f"{TRAFFIC.rule_2(menu)} and < θ·T̂ = {least * 1e6:.3g} µs at its own kernel"
+
+    def report(self, menu: Menu, assignment: dict[str, str]) -> list[str]:
+        now, f64 = self.cost(menu, assignment), self.cost(menu, {})
+        return [
+            f"predicted time ({self.profile.cpu}, {self.profile.date}): "
+            f"{now * 1e3:.3f} ms against {f64 * 1e3:.3f} ms all-f64, {ratio(f64, now)} faster"
+        ]
 
 
 @dataclass(frozen=True)
@@ -114,7 +238,7 @@ class Menu:
     left_out: dict[str, list[str]]  # by RULES, the keys not offered
     all_f64: int  # B: one sample's stored values and the parameters once, all in f64
     min_gain: float  # θ
-    timing: Timing | None = None  # with a profile, the objective is predicted time
+    objective: Objective = TRAFFIC  # what the solver minimises: with a profile, Time
     over: dict[str, int] = field(default_factory=dict)  # integer weights' scale axes, by path
 
     def item(self, key: str) -> Priced:
@@ -131,59 +255,14 @@ class Menu:
         return ladder[ladder.index(rung) - 1]
 
     def traffic(self, assignment: dict[str, str]) -> int:
+        """The bytes, whatever the objective: every solve reports them."""
         return self.all_f64 - sum(self.item(k).saving(t) for k, t in assignment.items())
 
     def cost(self, assignment: dict[str, str]) -> float:
-        """What the solver minimises: traffic in bytes, or predicted seconds."""
-        return self.traffic(assignment) if self.timing is None else self.seconds(assignment)
+        return self.objective.cost(self, assignment)
 
     def saving(self, assignment: dict[str, str], key: str, to: str, edges: bool = True) -> float:
-        """What moving `key` to rung `to` saves of the objective (negative: it costs); in
-        time, at its own kernel alone unless `edges`, the conversions at every edge too."""
-        rung = assignment.get(key, "f64")
-        if self.timing is None:
-            return self.item(key).bytes(rung) - self.item(key).bytes(to)
-        if not edges:
-            return self.own_seconds(key, rung) - self.own_seconds(key, to)
-        return self.seconds(assignment) - self.seconds({**assignment, key: to})
-
-    def saves_time(self, key: str) -> bool:
-        """With a profile, whether narrowing `key` to f32 saves at least θ of the all-f64
-        predicted time at its own kernel: a value of few bytes whose kernel computes much
-        (a cross-entropy's, reading every logit) is offered by rule 2's measure in time."""
-        if self.timing is None:
-            return False
-        return self.saving({}, key, "f32", edges=False) >= self.min_gain * self.seconds({})
-
-    def own_seconds(self, key: str, t: str) -> float:
-        """A stored value's kernel at its roofline in `t`, or a parameter's bytes in `t`
-        read once."""
-        types = self.timing.profile.types
-        if key in self.params:  # integers stream like the f32 they are read as
-            return self.params[key].bytes(t) / types["f32" if is_integer(t) else t].byte_rate
-        stored = self.values[key].elements * BYTES[t]
-        return types[t].seconds(self.timing.work[key], stored, self.timing.launches[key])
-
-    def seconds(self, assignment: dict[str, str]) -> float:
-        """One sample's predicted time: each stored value's kernel at its roofline, each
-        parameter's bytes read once, and every conversion at a kernel's edge."""
-        timing = self.timing
-
-        def rung(key: str) -> str:
-            return assignment.get(key, "f64")
-
-        total = 0.0
-        for key, v in self.values.items():
-            t = rung(key)
-            total += self.own_seconds(key, t)
-            for reader in v.readers:
-                total += timing.profile.convert(t, rung(reader), v.elements, timing.launches[key])
-        for key, p in self.params.items():
-            t = rung(key)
-            total += self.own_seconds(key, t)
-            for reader in p.readers if not is_integer(t) else ():  # dequantised at the load
-                total += timing.profile.convert(t, rung(reader), p.elements)
-        return total
+        return self.objective.saving(self, assignment, key, to, edges)
 
     def terms(self, assignment: dict[str, str]) -> dict[str, float]:
         """Each priced value's term under `assignment` (keys to rungs; the rest f64), at
@@ -266,13 +345,13 @@ def menu(
     over = _scale_axes(core, params, matrices=not integers) if integers or quant else {}
     if integers:
         params = _with_integers(core, envelope, found, params, over, integers)
-    all_f64 = sum(BYTES["f64"] * p.elements for p in (*values.values(), *params.values()))
-    timing = None if profile is None else _timing(profile, kernels, envelope, values)
-    priced = Menu(values, params, (), {}, all_f64, min_gain, timing, over)
+    all_f64 = sum(p.bytes("f64") for p in (*values.values(), *params.values()))
+    objective = TRAFFIC if profile is None else _time(profile, kernels, envelope, values)
+    priced = Menu(values, params, (), {}, all_f64, min_gain, objective, over)
     left_out: dict[str, list[str]] = {rule: [] for rule in RULES}
     offered = []
     for p in (*values.values(), *params.values()):
-        rule = _rule(p, min_gain * all_f64, priced.saves_time(p.key))
+        rule = _rule(priced, p)
         (left_out[rule] if rule else offered).append(p.key)
     return replace(priced, offered=tuple(offered), left_out=left_out)
 
@@ -320,25 +399,26 @@ def _with_integers(
     return out
 
 
-def _timing(profile: Profile, kernels, envelope: Envelope, values: dict[str, Priced]) -> Timing:
-    """The work and launches of each stored value of the f64 `kernels`."""
+def _time(profile: Profile, kernels, envelope: Envelope, values: dict[str, Priced]) -> Time:
+    """The time objective on `profile`: the work and launches of each stored value of the
+    f64 `kernels`."""
     per_launch: dict[str, int] = {}  # a site's elements in one launch, its largest
     for op in module_launches(kernels.operation):
         site = string_attr(op, "psk.site")
         size = psk_type(op.results[0]).size
         per_launch[site] = max(per_launch.get(site, 1), size)
-    return Timing(
+    return Time(
         profile,
         {k: envelope.sites[k].work * v.elements for k, v in values.items()},
         {k: max(1, v.elements // per_launch.get(k, 1)) for k, v in values.items()},
     )
 
 
-def _rule(p: Priced, least_saving: float, saves_time: bool = False) -> str | None:
+def _rule(menu: Menu, p: Priced) -> str | None:
     """Why `p` is not offered, or None."""
     if p.elements == 1:
         return "rule 1"
-    if p.saving("f32") < least_saving and not saves_time:
+    if not menu.objective.offers(menu, p):
         return "rule 2"
     if p.terms is None:
         return "unreached"
@@ -392,9 +472,9 @@ def _site_rounding(s: SiteEnvelope, t: str, rounding: str) -> float:
     envelope's measured one (`measured`, and `weighted`'s fallback)."""
     if t == "f64":
         return 0.0
-    if s.magnitude > LARGEST[t]:
+    if s.magnitude > MACHINES[t].largest:
         return math.inf
-    return UNIT[t] * s.magnitude if rounding == "unit" else s.rounding[t]
+    return MACHINES[t].unit_roundoff * s.magnitude if rounding == "unit" else s.rounding[t]
 
 
 def _term(l1: float, rounding: float, weighted: float | None = None) -> float:
@@ -435,7 +515,7 @@ def _param_rounding(x: np.ndarray, t: str, rounding: str) -> float:
         return 0.0
     if rounding == "unit":
         largest = float(np.max(np.abs(x)))
-        return math.inf if largest > LARGEST[t] else UNIT[t] * largest
+        return math.inf if largest > MACHINES[t].largest else MACHINES[t].unit_roundoff * largest
     with np.errstate(over="ignore", invalid="ignore"):
         gap = np.abs(to_storage(x, t).astype(np.float64) - x)
     return float(np.max(gap)) if np.all(np.isfinite(gap)) else math.inf

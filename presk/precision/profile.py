@@ -26,14 +26,12 @@ import numpy as np
 
 from presk import api
 from presk.fileio import write_atomic
-from presk.kernel.machine import to_storage
+from presk.kernel.machine import MACHINES, TYPES, to_storage
 from presk.precision.envelope import _record, _whole
 from presk.realize import read_json
 from presk.timing import timed
 from presk.toolchain import default_threads, host_cpu
 
-TYPES = ("f64", "f32", "bf16")
-BYTES = {"f64": 8, "f32": 4, "bf16": 2}
 PAIRS = tuple(f"{a}>{b}" for a in TYPES for b in TYPES if a != b)  # a conversion, from>to
 MAX_BYTES = 64 << 10
 MAX_DEPTH = 4
@@ -230,7 +228,7 @@ def _roofline(program, t: str, conversions, repeat: int, threads) -> Roofline:
             edges = operands * conversions[f"f64>{t}"].seconds(elements)
         return max(call - edges, 1e-9)
 
-    streams = [(n * BYTES[t], kernel_seconds("chain", n, (n,), 1)) for n in STREAMS]
+    streams = [(n * MACHINES[t].bytes, kernel_seconds("chain", n, (n,), 1)) for n in STREAMS]
     squares = [(n**3, kernel_seconds("square", n, (n, n), 2)) for n in SQUARES]
     latency = kernel_seconds("chain", TINY, (TINY,), 1)  # last: the first calls run slow
     byte_rate = statistics.median(q / max(s - latency, 1e-9) for q, s in streams)

@@ -37,7 +37,6 @@ from presk.runtime.inputs import param_type
 from presk.runtime.values import Tensor, leaves
 
 TRUE_WEIGHTS = Realization("f64", spelling="f64")  # the reference on the weights as given
-F64_BYTES = 8
 
 
 @dataclass(frozen=True)
@@ -172,7 +171,7 @@ def weight_bytes(core: Core, s: Sample, r: Realization) -> tuple[int, int]:
     total = f64 = 0
     for path, t in leaves(params):
         total += _stored_bytes(path, stored[path], r)
-        f64 += t.type.size * F64_BYTES
+        f64 += t.type.size * MACHINES["f64"].bytes
     return total, f64
 
 

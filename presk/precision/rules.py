@@ -31,7 +31,9 @@ from functools import reduce
 
 import numpy as np
 
-UNIT = {"f64": 2.0**-53, "f32": 2.0**-24, "bf16": 2.0**-8}  # unit roundoff u_t
+from presk.kernel.machine import MACHINES
+
+UNIT = {t: m.unit_roundoff for t, m in MACHINES.items()}  # unit roundoff u_t
 MODELS = ("k", "normwise", "cond", "rss")
 LIBM = 2  # ulps of a C library function (glibc's exp, log, tanh, erf, … are within 1)
 

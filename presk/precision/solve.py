@@ -1,11 +1,12 @@
 """`presk solve`: an error budget in, the cheapest realization out, verified by measurement.
 
 The solver chooses a rung of the ladder f64 → f32 → bf16 for each value offered
-(presk/precision/offers.py) to minimise traffic under the budget, a multiple-choice
-knapsack; with integer rungs in the menu a matrix's ladder goes on to int8 and int4
-(each value's own ladder, `Priced.ladder`), and every move below walks it. It proposes
-greedily, one rung at a time, in order of bytes saved per unit of estimate added,
-refusing a narrowing that takes the estimate past its target. Then it measures: the
+(presk/precision/offers.py) to minimise the menu's objective under the budget (traffic,
+or with a profile predicted time: `offers.Objective`), a multiple-choice knapsack; with
+integer rungs in the menu a matrix's ladder goes on to int8 and int4 (each value's own
+ladder, `Priced.ladder`), and every move below walks it. It proposes greedily, one rung
+at a time, in order of the objective saved per unit of estimate added, refusing a
+narrowing that takes the estimate past its target. Then it measures: the
 candidate runs on the envelope's samples against the exact reference, and while the gap
 exceeds the budget it widens the value with the largest term one rung. The estimate only
 ranks (it is first-order, and blind to what a type's range or an
@@ -18,14 +19,15 @@ keeps a step while the measured gap stays inside budget/margin, in up to three p
 the envelope's in its data file (the held-out samples) are inside budget/margin too: a
 narrowing decided by measurement needs a check on data it was not measured on.
 
-With a profile (`--profile`) the objective is predicted time (offers.Menu.seconds), and
-a step is ranked by the seconds it saves. The proposal prices each step at its own kernel
-alone: narrowing one value of a chain costs conversions at its edges that narrowing its
-neighbours removes, so pricing them step by step would never start a chain. A step that
-saves no time at its kernel (a compute-bound kernel in bf16, which computes in f32) is
-not taken. Then the proposal settles: while widening a value one rung lowers the whole
-predicted time, conversions at every edge included, it widens the one that saves most:
-a value narrowed alone between two f64 kernels pays a conversion each side.
+The solver asks the objective what a step saves and never which objective it is. With a
+profile (`--profile`, offers.Time) a step is ranked by the seconds it saves. The proposal
+prices each step at its own kernel alone: narrowing one value of a chain costs
+conversions at its edges that narrowing its neighbours removes, so pricing them step by
+step would never start a chain. A step that saves nothing (in time, a compute-bound
+kernel in bf16, which computes in f32) is not taken. Then the proposal settles: while
+widening a value one rung lowers the whole cost, conversions at every edge included, it
+widens the one that saves most: a value narrowed alone between two f64 kernels pays a
+conversion each side. In traffic no widening saves, so settling moves nothing.
 """
 
 from __future__ import annotations
@@ -70,10 +72,10 @@ class Move:
     kind: str  # "value" or "parameter"
     rung: str  # from
     to: str
-    # a narrowing "taken" or "refused" by the estimate, "slower" by the time objective
-    # (its kernel saves no time), or "kept" or "rejected" by the measurement (--narrow);
-    # a widening "measured" after a gap past the budget, "held out" (a kept narrowing
-    # undone by --narrow heldout), or "slower" (the settling of the time objective)
+    # a narrowing "taken" or "refused" by the estimate, "slower" by the objective (it
+    # saves nothing: in time, its kernel saves no time), or "kept" or "rejected" by the
+    # measurement (--narrow); a widening "measured" after a gap past the budget, "held out"
+    # (a kept narrowing undone by --narrow heldout), or "slower" (the settling)
     outcome: str
     estimate: float  # the estimate had the move been made
     gap: float | None = None  # the measurement that decided the move
@@ -194,8 +196,7 @@ def solve(menu: Menu, options: Options, gauge: Gauge, held: Gauge | None = None)
     target = budget / options.margin if options.estimate == "rss" else budget
     moves: list[Move] = []
     proposed = propose(menu, target, options.estimate, moves)
-    if menu.timing is not None:
-        settle(menu, proposed, options.estimate, moves)
+    settle(menu, proposed, options.estimate, moves)
     assignment = dict(proposed)
     runs_before = measured_runs(gauge, held)  # a gauge may have served other solves
     gap, rounds = gauge.gap(assignment), 0
@@ -316,8 +317,8 @@ def exact_sample(job: Job, index: int) -> list[np.ndarray]:
 def propose(menu: Menu, target: float, how: str, moves: list[Move]) -> dict[str, str]:
     """The greedy proposal: from all-f64, each step narrows by one rung the offered value
     that saves the most of the objective per unit of estimate added; a narrowing that
-    would take the estimate past `target` (or, in time, that saves nothing) is refused,
-    and that value narrows no further."""
+    would take the estimate past `target`, or that saves nothing, is refused, and that
+    value narrows no further."""
     assignment = dict.fromkeys(menu.offered, "f64")
     now = 0.0
     open_keys = sorted(menu.offered)  # max keeps the first of equals: ties go to key order
@@ -339,8 +340,8 @@ def propose(menu: Menu, target: float, how: str, moves: list[Move]) -> dict[str,
 
 def _trial(menu: Menu, assignment: dict, key: str, how: str, now: float):
     """Narrowing `key` one rung: (key, its new rung, the estimate after, its rank). The
-    rank is the objective saved (bytes, or seconds at its own kernel) per unit of
-    estimate added, a free narrowing first, ties to the larger saving."""
+    rank is the objective saved at its own kernel per unit of estimate added, a free
+    narrowing first, ties to the larger saving."""
     rung = assignment[key]
     to = menu.narrower(key, rung)
     after = estimate(menu.terms({**assignment, key: to}).values(), how)
@@ -353,10 +354,11 @@ def _trial(menu: Menu, assignment: dict, key: str, how: str, now: float):
 
 
 def settle(menu: Menu, assignment: dict[str, str], how: str, moves: list[Move]) -> None:
-    """While widening a narrowed value to a wider rung lowers the predicted time
-    (conversions at every kernel's edge included), make the widening that lowers it most:
+    """While widening a narrowed value to a wider rung lowers the cost (in time,
+    conversions at every kernel's edge included), make the widening that lowers it most:
     a lone bf16 value pays the same conversions in f32, so f64 is tried too. Widening adds
-    no rounding, so the estimate stays inside its target."""
+    no rounding, so the estimate stays inside its target; in traffic no widening saves,
+    and nothing moves."""
     while True:
         trials = [
             (menu.saving(assignment, k, wider), k, wider)
@@ -422,12 +424,12 @@ def narrow(
 
 
 def by_next_saving(menu: Menu, assignment: dict[str, str]) -> list[str]:
-    """The decisions that can narrow, the largest saving of their next rung first."""
+    """The decisions that can narrow, the largest saving of their next rung first (of the
+    objective, at its own kernel, as the proposal ranks a step)."""
     open_keys = [k for k in menu.offered if menu.narrower(k, assignment[k]) is not None]
 
-    def next_saving(key: str) -> int:
-        item, rung = menu.item(key), assignment[key]
-        return item.bytes(rung) - item.bytes(menu.narrower(key, rung))
+    def next_saving(key: str) -> float:
+        return menu.saving(assignment, key, menu.narrower(key, assignment[key]), edges=False)
 
     return sorted(open_keys, key=lambda k: (-next_saving(k), k))
 
