@@ -25,7 +25,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("presk.ir", "presk.dialects"),
     ("presk.kernel",),
     ("presk.schemas", "presk.realize", "presk.plans"),
-    ("presk.prims",),
+    ("presk.language", "presk.prims"),
     ("presk.core",),
     ("presk.front", "presk.importer"),
     ("presk.runtime",),

@@ -21,10 +21,11 @@ import numpy as np
 from presk.core.program import Op
 from presk.ir.types import TensorType
 from presk.kernel.machine import ELEMENTS
+from presk.prims import all_prims
 from presk.prims.rows import check_indices
 from presk.runtime.values import Tensor
 
-GATHERS = ("embed", "cross_entropy", "cross_entropy_vjp")  # kernels that index by data
+GATHERS = frozenset(p.name for p in all_prims() if p.gathers)  # kernels that index by data
 
 
 @dataclass(frozen=True)

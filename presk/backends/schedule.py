@@ -272,7 +272,7 @@ class Schedule:
         if op.name == "psk_kernel.launch":
             ins = list(ins[0])
             return self._launch(op, self.backend.plans(op, len(ins), ctx.training), ins, draw)
-        if op.prim.name == "sample":
+        if op.prim.draws:  # the host's one primitive that draws: sample
             logits, axis = ins[0], op.attrs["axis"]
             out = self._alloc(op.type.shape, np.int64)
 

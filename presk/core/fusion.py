@@ -1,10 +1,10 @@
 """Fusion groups: chains of elementwise primitives that run as one loop nest.
 
-An elementwise op (one with a `scalar` kernel rule, dropout excepted) whose every use is
-by one elementwise op of the same iteration space (the same axes) joins that op's
-group; a group is named by its last op, the root. `psk-fuse` marks the groups;
-`psk-vjp` (presk/core/autodiff.py) reads them to keep a function's forward fused as the
-function is.
+An elementwise op (one with a `scalar` kernel rule that draws nothing: dropout's mask is
+an input of its own kernel) whose every use is by one elementwise op of the same
+iteration space (the same axes) joins that op's group; a group is named by its last op,
+the root. `psk-fuse` marks the groups; `psk-vjp` (presk/core/autodiff.py) reads them to
+keep a function's forward fused as the function is.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from presk.prims import by_op
 
 def fusible(op: ir.Operation) -> bool:
     prim = by_op(op.name)
-    return prim is not None and prim.scalar is not None and prim.name != "dropout"
+    return prim is not None and prim.scalar is not None and prim.draws is None
 
 
 def group_roots(func) -> dict[str, str]:

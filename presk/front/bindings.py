@@ -16,7 +16,7 @@ from presk.errors import BindingError, closest
 from presk.front import ast, unparse
 from presk.front.prelude import FILE as PRELUDE
 from presk.ir.types import PskType, leaves
-from presk.prims.base import counted
+from presk.language import counted
 
 _ENTRY = re.compile(
     r"^\s*(?P<mod>[^\W\d]\w*)\s*(?:\{(?P<consts>[^{}]*)\})?\s*\.\s*(?P<fn>[^\W\d]\w*)"

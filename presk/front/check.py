@@ -5,6 +5,7 @@ checked: its names, the number of arguments of its calls (to primitives, to func
 to `grad(f)` and `f.vjp`), bracket arguments given to primitives that take none, and its
 aliases' form. Typing needs the consts and dims, so it happens at elaboration, on
 concrete types (presk/front/elaborate.py); a module's functions are typed per instance.
+It reads the language's vocabulary (presk/language.py) and loads no MLIR.
 """
 
 from __future__ import annotations
@@ -15,24 +16,16 @@ import gmpy2
 
 from presk.errors import SourceError, Span, source_error
 from presk.front import ast
-from presk.front.elaborate import CONSTANTS, INIT_KINDS, REDUCING, SPECIAL_FORMS
-from presk.prims import by_name
-from presk.prims.base import Prim, counted
-
-# PSK-Core ops the language has no name for: constants, conversions, and adjoints
-# (docs/language.md 8.1), whose attributes only the psk-vjp pass writes
-_HIDDEN_PRIMS = (
-    "const",
-    "to_real",
-    "reduce_max",
-    "gt",
-    "expand",
-    "dot_vjp_l",
-    "dot_vjp_r",
-    "reduce_max_vjp",
-    "cross_entropy_vjp",
-    "embed_vjp",
+from presk.language import (
+    CONSTANTS,
+    INIT_KINDS,
+    REDUCING,
+    SIGNATURES,
+    SPECIAL_FORMS,
+    counted,
+    named,
 )
+
 _ALIAS_FORM = "fn name = ... defines a function from grad(f) or f.vjp"
 # Levels of submodules (E2019): a real model nests a few deep; each is a level of its
 # parameter record, which much of presk walks recursively.
@@ -45,8 +38,7 @@ def _takes_statics(name: str) -> bool:
         return False
     if name in REDUCING:
         return True
-    # A primitive that takes none keeps Prim's default `bind`, which refuses them.
-    return by_name(name).bind is not Prim.bind
+    return SIGNATURES[name].statics is not None
 
 
 @dataclass
@@ -203,7 +195,7 @@ class _Checker:
             return "value"
         if ident in self.p.modules:
             return self.p.modules[ident]
-        if ident in SPECIAL_FORMS or (by_name(ident) is not None and ident not in _HIDDEN_PRIMS):
+        if ident in SPECIAL_FORMS or named(ident) is not None:
             return "prim"
         raise self.err("E2001", f"unknown name '{ident}'", span)
 
@@ -289,7 +281,7 @@ class _Checker:
         elif name == "max":
             want = (1, 1) if has_statics else (2, 2)
         else:
-            want = by_name(name).arity
+            want = SIGNATURES[name].arity
         if not want[0] <= n <= want[1]:
             count = counted(want[0], "operand", want[1])
             raise self.err("E2003", f"{name} takes {count}, not {n}", call.span)

@@ -42,16 +42,18 @@ from presk.ir.types import (
     TupleType,
     stacked,
 )
+from presk.language import (
+    CONSTANTS,
+    INIT_KINDS,
+    REDUCING,
+    SPECIAL_FORMS,
+    counted,
+    named,
+)
 from presk.prims import by_name, mlir_attrs
-from presk.prims.base import AxisSpec, Number, Rename, TypingError, counted
+from presk.prims.base import AxisSpec, Number, Rename, TypingError
 
-# Names the language gives meaning to beyond the primitives' table.
-SPECIAL_FORMS = ("fold", "grad")
-CONSTANTS = ("pi", "π")
-# Language spellings that pick a primitive by what they are given.
-REDUCING = {"max": "reduce_max"}
 _BINOPS = {"+": "add", "-": "sub", "*": "mul", "/": "div"}
-_NUMBER_STATICS = {"split_heads", "dropout"}  # their bracket arguments are numbers
 _INIT_PRECEDENCE = {"+": 1, "-": 1, "*": 2, "/": 2}  # initializer arguments' operators
 _SIZE_FORM = "a size is a whole number made of consts, dims, + - * /"
 _INIT_FORM = "initializer arguments are numbers, consts, + - * /, sqrt, exp, log"
@@ -61,7 +63,6 @@ MAX_CALL_DEPTH = 128
 # The Python frames elaborating may stack at the limits: every call nested under an
 # expression MAX_NESTING deep, a few frames a level (Python's own limit is 1000).
 _FRAMES = 4 * (MAX_CALL_DEPTH + 1) * (MAX_NESTING + 1) + 1000
-INIT_KINDS = {"zeros": (), "ones": (), "normal": ("scale",), "uniform": ("scale",)}
 
 
 # ---- compile-time values ------------------------------------------------------------------
@@ -769,7 +770,8 @@ class FunctionBuilder:
                     "E2010", "rename[a → b] renames to a name (_ for positional)", s.dst.span
                 )
             return Rename(self.axis_ref(s.src), None if dst == "_" else dst)
-        if prim in _NUMBER_STATICS:
+        signature = named(prim)  # None for fold and grad, whose brackets the check refuses
+        if signature is not None and signature.statics == "numbers":
             if isinstance(s, ast.FloatLit):
                 return Number(s.text)
             return Number(str(self.elab.size(s, self.consts)))
@@ -802,11 +804,7 @@ class FunctionBuilder:
             return Known(self.elab.dim(ident, span))
         if ident in self.elab.program.functions:
             return FnRef(None, self.elab.program.functions[ident], None)
-        if (
-            ident in SPECIAL_FORMS
-            or by_name(ident) is not None
-            and ident not in ("const", "to_real")
-        ):
+        if ident in SPECIAL_FORMS or named(ident) is not None:
             return PrimRef(ident, None, span)
         if ident in CONSTANTS:
             return self.const("pi", span)

@@ -78,7 +78,7 @@ def _groups(block) -> list[Group]:
     for op in block.operations:
         op = op.operation
         prim = by_op(op.name)
-        if prim is None or (prim.kernel is None and prim.scalar is None):
+        if prim is None or prim.on_host:
             continue
         group = string_attr(op, "psk.group") or site_of(op)
         by_root.setdefault(group, []).append(op)
@@ -139,7 +139,7 @@ class Lowering:
         symbol = f"k{len(self.kernels)}.{root.name}"
         out_t = psk_type(g.root.results[0])
         buffers = [(self.element(v, machine), psk_type(v)) for v in inputs]
-        if root.name == "dropout":  # the mask the host draws comes last
+        if root.draws:  # the mask the host draws comes last
             buffers.append(("i8", out_t.with_kind("bool")))
         out = (storage_of(out_t, machine), out_t)
         kb = KernelBuilder(self.body, symbol, root.name, machine, buffers, out, g.root.location)
@@ -148,7 +148,7 @@ class Lowering:
             types = [psk_type(v) for v in op.operands]
             root.kernel(kb, Apply(read_attrs(root, op), types, out_t, site_of(op) or ""))
         else:
-            self.elementwise(kb, g, inputs, consts, out_t, root.name == "dropout")
+            self.elementwise(kb, g, inputs, consts, out_t, root.draws is not None)
         kb.finish()
         with kb.ctx:  # how many ops of PSK-Core the kernel computes (fusion's saving)
             kb.func.attributes["psk_kernel.ops"] = ir.IntegerAttr.get(
@@ -164,7 +164,7 @@ class Lowering:
         inputs: list,
         consts: dict,
         out_t: TensorType,
-        dropout: bool,
+        masked: bool,
     ) -> None:
         with loops(kb, out_t.shape) as o:
             values: dict = {}
@@ -179,7 +179,7 @@ class Lowering:
                     else:
                         i = inputs.index(v)
                         args.append(kb.load(i, aligned_index(psk_type(v), out_t, o)))
-                if dropout:
+                if masked:
                     args.append(kb.load(len(inputs), o))
                 types = [psk_type(v) for v in op.operands]
                 ap = Apply(read_attrs(prim, op), types, psk_type(op.results[0]), site_of(op) or "")
@@ -188,6 +188,7 @@ class Lowering:
 
     def launch(self, g: Group, inputs: list, symbol: str) -> None:
         root = g.root
+        prim = by_op(root.name)
         b = Builder(root.context, ir.InsertionPoint(root), "", root.location)
         packed = b.tuple([V(v, psk_type(v)) for v in inputs])
         with root.context:
@@ -195,9 +196,9 @@ class Lowering:
                 "kernel": ir.FlatSymbolRefAttr.get(symbol),
                 "psk.site": ir.StringAttr.get(site_of(root) or ""),
             }
-            if root.name == "psk.dropout":
-                attrs["psk_kernel.draw"] = ir.StringAttr.get("dropout")
-                attrs["rate"] = root.attributes["rate"]
+            if prim.draws:  # what the host needs to draw: the kind, the attributes, the key
+                attrs["psk_kernel.draw"] = ir.StringAttr.get(prim.name)
+                attrs.update({name: root.attributes[name] for name in prim.attr_kinds})
                 if "psk.key" in root.attributes:
                     attrs["psk.key"] = root.attributes["psk.key"]
         new = b.op("psk_kernel.launch", [packed], psk_type(root.results[0]), attrs)

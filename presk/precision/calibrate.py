@@ -25,7 +25,7 @@ from multiprocessing import get_context
 import gmpy2
 import numpy as np
 
-from presk import api, prims
+from presk import api
 from presk.backends.host import CallContext
 from presk.precision.envelope import (
     TYPES,
@@ -41,7 +41,7 @@ from presk.prims import exact
 from presk.prims.base import Apply, Prim
 from presk.runtime.values import Tensor
 
-# ---- what each primitive family does per element ------------------------------------
+# ---- what each primitive does per output element --------------------------------------
 
 
 def _terms(prim: Prim, ap: Apply) -> int:
@@ -59,34 +59,14 @@ def _one(prim: Prim, ap: Apply) -> int:
     return 1
 
 
-_FAMILY = {
-    p.name: family.__name__.rpartition(".")[2] for family in prims.FAMILIES for p in family.PRIMS
-}
-# Work per output element by family, and the primitives whose family's rule does not fit
-# (an embedding gathers rows: its table is not read whole).
-_WORK_BY_FAMILY: dict[str, Callable[[Prim, Apply], int]] = {
-    "values": _one,
-    "elementwise": _one,
-    "contraction": _terms,
-    "reduction": _reads,
-    "rows": _reads,
-    "axes": _one,
-}
-_WORK_BY_PRIM = {"sum_to": _reads, "embed": _one}
-# The sums: how many leading operands each is linear in (a contraction's two, a sum's one).
-_SUMMED_BY_FAMILY = {"contraction": 2}
-_SUMMED_BY_PRIM = {"sum": 1, "mean": 1, "sum_to": 1}
+# Each kind of work a primitive's record names (`Prim.work`), per output element.
+WORK: dict[str, Callable[[Prim, Apply], int]] = {"one": _one, "terms": _terms, "reads": _reads}
 
 
 def work(prim: Prim, ap: Apply) -> int:
     """The primitive's work per output element: k for a k-term contraction, the terms of a
-    reduction, 1 for an elementwise primitive or a move of data."""
-    return _WORK_BY_PRIM.get(prim.name, _WORK_BY_FAMILY[_FAMILY[prim.name]])(prim, ap)
-
-
-def summed_operands(prim: Prim) -> int:
-    """How many leading operands `prim` sums over (0: not a sum)."""
-    return _SUMMED_BY_PRIM.get(prim.name, _SUMMED_BY_FAMILY.get(_FAMILY[prim.name], 0))
+    reduction, 1 for an elementwise primitive, a move of data or a gather."""
+    return WORK[prim.work](prim, ap)
 
 
 # ---- exact statistics, rounded up -----------------------------------------------------
@@ -298,7 +278,7 @@ class Recorder:
         # a site's calls may differ in shape (Dense{3, 16}.apply and Dense{16, 16}.apply)
         key = (ap.site, tuple(t.shape for t in ap.in_types))
         if key not in self._static:
-            self._static[key] = (work(prim, ap), summed_operands(prim))
+            self._static[key] = (work(prim, ap), prim.sums)
         k, summed = self._static[key]
         magnitude, rounding, grain = _value_stats(value, self.job.meta.grain)
         sums = _sum_stats(prim, ap, xs, summed, k) if summed else None

@@ -16,6 +16,7 @@ import numpy as np
 
 from presk.ir.types import Axis, TensorType
 from presk.kernel.nests import accumulate, aligned_index, loops
+from presk.language import SIGNATURES
 from presk.prims import exact
 from presk.prims.base import (
     Apply,
@@ -273,9 +274,7 @@ def _flat(e, ins, out, ct, need):
 
 PRIMS = [
     Prim(
-        "split_heads",
-        "psk.split_heads",
-        (1, 1),
+        SIGNATURES["split_heads"],
         _split,
         bind=_split_bind,
         attr_kinds={"heads": "i64"},
@@ -284,9 +283,7 @@ PRIMS = [
         kernel=_split_kernel,
     ),
     Prim(
-        "merge_heads",
-        "psk.merge_heads",
-        (1, 1),
+        SIGNATURES["merge_heads"],
         _merge,
         reference=_merge_ref,
         vjp=_merge_vjp,
@@ -294,20 +291,17 @@ PRIMS = [
     ),
     # a rename moves no element: the host relabels the buffer
     Prim(
-        "rename",
-        "psk.rename",
-        (1, 1),
+        SIGNATURES["rename"],
         _rename,
         bind=_rename_bind,
         attr_kinds={"names": "strs"},
         kinds=("any",),
+        result="any",
         reference=lambda ap, xs: xs[0],
         vjp=_rename_vjp,
     ),
     Prim(
-        "broadcast_like",
-        "psk.broadcast_like",
-        (2, 2),
+        SIGNATURES["broadcast_like"],
         _broadcast_like,
         kinds=("real", "any"),
         reference=_broadcast_like_ref,
@@ -315,19 +309,17 @@ PRIMS = [
         kernel=_broadcast_kernel,
     ),
     Prim(
-        "sum_to",
-        "psk.sum_to",
-        (2, 2),
+        SIGNATURES["sum_to"],
         _sum_to,
         kinds=("real", "any"),
         reference=_sum_to_ref,
         vjp=_sum_to_vjp,
         kernel=_sum_to_kernel,
+        work="reads",
+        sums=1,
     ),
     Prim(
-        "expand",
-        "psk.expand",
-        (2, 2),
+        SIGNATURES["expand"],
         _expand,
         attr_kinds={"axes": "i64s"},
         kinds=("real", "any"),
@@ -336,10 +328,9 @@ PRIMS = [
         kernel=_expand_kernel,
     ),
     Prim(
-        "causal_mask",
-        "psk.causal_mask",
-        (0, 0),
+        SIGNATURES["causal_mask"],
         _mask,
+        result="bool",
         bind=_mask_bind,
         attr_kinds={"names": "strs", "sizes": "i64s"},
         reference=_mask_ref,

@@ -1,7 +1,10 @@
 """What every primitive shares: its record, typing errors, broadcasting, axis lookup.
 
 A primitive is known by its language name (`softmax`) and its PSK-Core op
-(`psk.softmax`). Its typing rule has two halves:
+(`psk.softmax`), given with its arity and bracket arguments by its signature
+(presk/language.py). What backends, passes and the precision tools ask of it (does it
+gather, draw at random, run on the host, sum) are facts of its record, not lists of
+names. Its typing rule has two halves:
 
 - `bind(statics, operand_types) -> attrs`: the front end's static arguments (the part
   in brackets: axis names or positions, axis specs, renames, numbers) resolved against
@@ -16,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from presk.ir.types import Axis, TensorType, alignment
+from presk.language import Signature, counted
 
 
 class TypingError(Exception):
@@ -67,13 +71,6 @@ class Apply:
     draw: Callable[[], object] | None = None
 
 
-def counted(n: int, noun: str, most: int | None = None) -> str:
-    """`1 operand`, `2 operands`, or with `most`, `1 or 2 operands`."""
-    if most is None or most == n:
-        return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
-    return f"{n} {'or' if most == n + 1 else 'to'} {most} {noun}s"
-
-
 def _no_statics(prim: Prim, statics: list[Static], types: list[TensorType]) -> Attrs:
     if statics:
         raise TypingError(f"{prim.name} takes no arguments in brackets")
@@ -82,14 +79,13 @@ def _no_statics(prim: Prim, statics: list[Static], types: list[TensorType]) -> A
 
 @dataclass(frozen=True)
 class Prim:
-    name: str  # the language's name
-    op: str  # the PSK-Core op
-    arity: tuple[int, int]  # fewest and most value operands
+    signature: Signature  # name, op, arity, bracket arguments, how a program reaches it
     infer: Callable[[list[TensorType], Attrs], TensorType]
     bind: Callable[[Prim, list[Static], list[TensorType]], Attrs] = _no_statics
     # MLIR attribute name -> kind: "i64", "i64s" (dense array), "str", "strs"
     attr_kinds: dict[str, str] = field(default_factory=dict)
     kinds: tuple[str, ...] = ("real",)  # operand kinds, the last repeated
+    result: str = "real"  # its result's kind: real, index, bool, or "any" (its operand's)
     elementwise: bool = False  # lifts over records, tuples and stacks leaf by leaf
     # The exact reference: (application, operand buffers) -> result buffer, exact reals
     # as object arrays of MPFR numbers at the run's precision (presk/prims/exact.py).
@@ -104,7 +100,34 @@ class Prim:
     # writing its output. A primitive with neither runs on the host.
     scalar: Callable | None = None
     kernel: Callable | None = None
+    # Its kernel indexes by data: the second operand's indices, checked on the host first.
+    gathers: bool = False
+    # When it draws at random from its application's key: "training" (dropout's keep mask,
+    # the identity otherwise) or "always" (sample's index); None: never.
+    draws: str | None = None
+    # What an output element costs (the precision tools' work): "one" (elementwise, a
+    # move, a gather), "terms" (a contraction's k), "reads" (the operand elements it reads).
+    work: str = "one"
+    sums: int = 0  # how many leading operands its result is a sum over (a contraction's 2)
     doc: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.signature.name
+
+    @property
+    def op(self) -> str:
+        return self.signature.op
+
+    @property
+    def arity(self) -> tuple[int, int]:
+        return self.signature.arity
+
+    @property
+    def on_host(self) -> bool:
+        """Neither a kernel rule nor a scalar one: the host computes it (a constant, a
+        rename, a sample)."""
+        return self.kernel is None and self.scalar is None
 
     def operand_kind(self, i: int) -> str:
         return self.kinds[min(i, len(self.kinds) - 1)]

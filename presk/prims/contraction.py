@@ -15,6 +15,7 @@ import numpy as np
 from presk.ir.types import Axis, TensorType
 from presk.kernel.contraction import Nest, build, default_layout, describe
 from presk.kernel.nests import Contraction
+from presk.language import SIGNATURES
 from presk.prims import exact
 from presk.prims.base import Apply, Prim, TypingError, check_unique_names
 
@@ -245,42 +246,51 @@ def _kernel(name: str):
     return lower
 
 
+# Each costs its k per output element, and sums products of its two operands.
 PRIMS = [
-    Prim("dot", "psk.dot", (2, 2), _dot, reference=_dot_ref, vjp=_dot_vjp, kernel=_kernel("dot")),
     Prim(
-        "matmul",
-        "psk.matmul",
-        (2, 2),
+        SIGNATURES["dot"],
+        _dot,
+        reference=_dot_ref,
+        vjp=_dot_vjp,
+        kernel=_kernel("dot"),
+        work="terms",
+        sums=2,
+    ),
+    Prim(
+        SIGNATURES["matmul"],
         _matmul,
         reference=_matmul_ref,
         vjp=_matmul_vjp,
         kernel=_kernel("matmul"),
+        work="terms",
+        sums=2,
     ),
     Prim(
-        "dot_vjp_l",
-        "psk.dot_vjp_l",
-        (2, 2),
+        SIGNATURES["dot_vjp_l"],
         _vjp_l,
         reference=_vjp_l_ref,
         kernel=_kernel("dot_vjp_l"),
+        work="terms",
+        sums=2,
     ),
     Prim(
-        "dot_vjp_r",
-        "psk.dot_vjp_r",
-        (2, 2),
+        SIGNATURES["dot_vjp_r"],
         _vjp_r,
         reference=_vjp_r_ref,
         kernel=_kernel("dot_vjp_r"),
+        work="terms",
+        sums=2,
     ),
     Prim(
-        "ein",
-        "psk.ein",
-        (2, 2),
+        SIGNATURES["ein"],
         _ein,
         bind=_ein_bind,
         attr_kinds={"axes": "strs"},
         reference=_ein_ref,
         vjp=_ein_vjp,
         kernel=_kernel("ein"),
+        work="terms",
+        sums=2,
     ),
 ]

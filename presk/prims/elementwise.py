@@ -12,11 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 from presk.ir.types import TensorType
+from presk.language import BINARY, SIGNATURES, UNARY
 from presk.prims import exact
 from presk.prims.base import Apply, Number, Prim, TypingError, aligned, broadcast_axes
-
-UNARY = ("neg", "exp", "log", "sqrt", "tanh", "sin", "cos", "erf", "abs", "gelu", "relu", "sign")
-BINARY = ("add", "sub", "mul", "div", "max", "min", "pow")
 
 
 def _same(types, attrs) -> TensorType:
@@ -241,9 +239,7 @@ _BINARY_SCALAR = {
 
 PRIMS = [
     Prim(
-        n,
-        f"psk.{n}",
-        (1, 1),
+        SIGNATURES[n],
         _same,
         elementwise=True,
         reference=lambda ap, xs, f=_UNARY_REF[n]: f(xs[0]),
@@ -254,9 +250,7 @@ PRIMS = [
 ]
 PRIMS += [
     Prim(
-        n,
-        f"psk.{n}",
-        (2, 2),
+        SIGNATURES[n],
         _broadcast,
         elementwise=True,
         reference=_binary_ref(_BINARY_REF[n]),
@@ -267,19 +261,16 @@ PRIMS += [
 ]
 PRIMS += [
     Prim(
-        "gt",
-        "psk.gt",
-        (2, 2),
+        SIGNATURES["gt"],
         _compare,
+        result="bool",
         reference=_gt_ref,
         vjp=lambda e, ins, out, ct, need: [None, None],
         scalar=lambda kb, v, ap: kb.mask_value(kb.cmp("ogt", v[0], v[1])),
         doc="a > b, as a mask",
     ),
     Prim(
-        "where",
-        "psk.select",
-        (3, 3),
+        SIGNATURES["where"],
         _select,
         kinds=("bool", "real"),
         reference=_select_ref,
@@ -311,9 +302,7 @@ def _dropout_ref(ap: Apply, xs: list):
 # application is at least p, and then multiplied by 1/(1 − p); outside training, x itself.
 PRIMS.append(
     Prim(
-        "dropout",
-        "psk.dropout",
-        (1, 1),
+        SIGNATURES["dropout"],
         _same,
         bind=_rate_bind,
         attr_kinds={"rate": "str"},
@@ -323,5 +312,6 @@ PRIMS.append(
             kb.truthy(v[1]), kb.mul(v[0], kb.const(f"1 / (1 - {ap.attrs['rate']})")), kb.const("0")
         ),
         vjp=_dropout_vjp,
+        draws="training",
     )
 )

@@ -14,6 +14,7 @@ import numpy as np
 
 from presk.ir.types import TensorType
 from presk.kernel.nests import accumulate, grouped_loops, loops
+from presk.language import SIGNATURES
 from presk.prims import exact
 from presk.prims.base import Apply, Prim, TypingError, axis_position, one_axis, without
 
@@ -235,58 +236,57 @@ def _no_vjp(e, ins, out, ct, need):
 
 
 _AXES = {"axes": "i64s"}
+# Each costs the operand elements an output element reads; sum and mean sum over them.
 PRIMS = [
     Prim(
-        "sum",
-        "psk.sum",
-        (1, 1),
+        SIGNATURES["sum"],
         _reduce,
         bind=_bind_axes,
         attr_kinds=_AXES,
         reference=_sum_ref,
         vjp=_sum_vjp,
         kernel=_reduce_kernel("sum"),
+        work="reads",
+        sums=1,
     ),
     Prim(
-        "mean",
-        "psk.mean",
-        (1, 1),
+        SIGNATURES["mean"],
         _reduce,
         bind=_bind_axes,
         attr_kinds=_AXES,
         reference=_mean_ref,
         vjp=_mean_vjp,
         kernel=_reduce_kernel("mean"),
+        work="reads",
+        sums=1,
     ),
     Prim(
-        "reduce_max",
-        "psk.reduce_max",
-        (1, 1),
+        SIGNATURES["reduce_max"],
         _reduce,
         bind=_bind_axes,
         attr_kinds=_AXES,
         reference=_max_ref,
         vjp=_max_vjp,
         kernel=_reduce_kernel("max"),
+        work="reads",
     ),
     Prim(
-        "reduce_max_vjp",
-        "psk.reduce_max_vjp",
-        (2, 2),
+        SIGNATURES["reduce_max_vjp"],
         _max_vjp_type,
         attr_kinds=_AXES,
         reference=_max_vjp_ref,
         kernel=_max_vjp_kernel,
+        work="reads",
     ),
     Prim(
-        "argmax",
-        "psk.argmax",
-        (1, 1),
+        SIGNATURES["argmax"],
         _argmax,
+        result="index",
         bind=one_axis,
         attr_kinds={"axis": "i64"},
         reference=_argmax_ref,
         vjp=_no_vjp,
         kernel=_argmax_kernel,
+        work="reads",
     ),
 ]

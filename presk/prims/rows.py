@@ -21,6 +21,7 @@ from presk.ir.types import Axis, TensorType
 from presk.kernel.contraction import Layout
 from presk.kernel.nests import loops
 from presk.kernel.rows import row_kernel, row_max_and_exp_sum, softmax_nest
+from presk.language import SIGNATURES
 from presk.prims import exact
 from presk.prims.base import (
     Apply,
@@ -267,31 +268,30 @@ def _no_vjp(e, ins, out, ct, need):
     return [None] * len(ins)
 
 
+# Each but embed costs the row an output element reads. The gathers (embed by its tokens,
+# cross_entropy and its adjoint by their targets) index by data.
 PRIMS = [
     Prim(
-        "cross_entropy_vjp",
-        "psk.cross_entropy_vjp",
-        (3, 3),
+        SIGNATURES["cross_entropy_vjp"],
         _ce_vjp_type,
         attr_kinds={"axis": "i64"},
         kinds=("real", "index", "real"),
         reference=_ce_vjp_ref,
         kernel=_ce_vjp_kernel,
+        gathers=True,
+        work="reads",
     ),
     Prim(
-        "embed_vjp",
-        "psk.embed_vjp",
-        (2, 2),
+        SIGNATURES["embed_vjp"],
         _embed_vjp_type,
         attr_kinds={"rows": "i64"},
         kinds=("real", "index"),
         reference=_embed_vjp_ref,
         kernel=_embed_vjp_kernel,
+        work="reads",
     ),
     Prim(
-        "softmax",
-        "psk.softmax",
-        (1, 2),
+        SIGNATURES["softmax"],
         _softmax,
         bind=one_axis,
         attr_kinds={"axis": "i64"},
@@ -299,11 +299,10 @@ PRIMS = [
         reference=_softmax_ref,
         vjp=_softmax_vjp,
         kernel=_softmax_kernel,
+        work="reads",
     ),
     Prim(
-        "cross_entropy",
-        "psk.cross_entropy",
-        (2, 2),
+        SIGNATURES["cross_entropy"],
         _cross_entropy,
         bind=one_axis,
         attr_kinds={"axis": "i64"},
@@ -311,25 +310,27 @@ PRIMS = [
         reference=_cross_entropy_ref,
         vjp=_ce_vjp,
         kernel=_cross_entropy_kernel,
+        gathers=True,
+        work="reads",
     ),
     Prim(
-        "sample",
-        "psk.sample",
-        (1, 1),
+        SIGNATURES["sample"],
         _sample,
+        result="index",
         bind=one_axis,
         attr_kinds={"axis": "i64"},
         reference=_sample_ref,
         vjp=_no_vjp,
+        draws="always",
+        work="reads",
     ),
     Prim(
-        "embed",
-        "psk.embed",
-        (2, 2),
+        SIGNATURES["embed"],
         _embed,
         kinds=("real", "index"),
         reference=_embed_ref,
         vjp=_embed_vjp,
         kernel=_embed_kernel,
+        gathers=True,
     ),
 ]

@@ -13,6 +13,7 @@ import numpy as np
 
 from presk.constants import const_value
 from presk.ir.types import TensorType
+from presk.language import SIGNATURES
 from presk.prims import exact
 from presk.prims.base import Prim, TypingError
 
@@ -35,18 +36,14 @@ def _to_real(types, attrs) -> TensorType:
 
 PRIMS = [
     Prim(
-        "const",
-        "psk.const",
-        (0, 0),
+        SIGNATURES["const"],
         _const,
         attr_kinds={"value": "str"},
         reference=lambda ap, xs: np.array(const_value(ap.attrs["value"]), dtype=object),
         vjp=lambda e, ins, out, ct, need: [],
     ),
     Prim(
-        "to_real",
-        "psk.to_real",
-        (1, 1),
+        SIGNATURES["to_real"],
         _to_real,
         kinds=("index",),
         reference=lambda ap, xs: exact.exact(xs[0]),
