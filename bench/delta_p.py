@@ -41,7 +41,7 @@ sys.path.insert(0, str(REPO / "bench"))
 from curve import PROGRAM  # noqa: E402
 
 import presk  # noqa: E402
-from presk.api import Core, Kernels  # noqa: E402
+from presk.api import Core  # noqa: E402
 from presk.front.bindings import parse_assignments  # noqa: E402
 from presk.precision.quant_split import Gap, Sample, largest_magnitude, output_gap, outputs, sample  # noqa: E402
 from presk.toolchain import machine  # noqa: E402
@@ -81,10 +81,10 @@ def precisions(text: str) -> list[int]:
 
 @dataclass(frozen=True)
 class Output:
-    """One of the three outputs: its name, its lowered entry and its arguments."""
+    """One of the three outputs: its name, its entry and its arguments."""
 
     name: str
-    kernels: Kernels
+    core: Core
     sample: Sample
 
 
@@ -122,9 +122,9 @@ def three_outputs(loss: Core, apply: str | None, s: Sample) -> list[Output]:
     logits = loss.derived(entry=apply or apply_of(loss.entry))
     gradient = loss.derived(entry=f"{loss.entry}.grad")
     return [
-        Output("loss", loss.lower("f64"), s),
-        Output("logits", logits.lower("f64"), Sample(s.args[:-1], s.seed)),
-        Output("gradient", gradient.lower("f64"), s),
+        Output("loss", loss, s),
+        Output("logits", logits, Sample(s.args[:-1], s.seed)),
+        Output("gradient", gradient, s),
     ]
 
 
@@ -139,7 +139,7 @@ def measure(out: Output, bits: list[int]) -> tuple[str, dict, dict]:
     `bits`. One run each: the reference has nothing to warm up, and a run is slow."""
     runs, seconds = {}, {}
     for p in bits:
-        compiled = out.kernels.compile("interp", bits=p)
+        compiled = out.core.reference(bits=p)
         start = time.perf_counter()
         runs[p] = outputs(compiled, out.sample)
         seconds[p] = time.perf_counter() - start

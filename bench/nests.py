@@ -126,8 +126,8 @@ def main() -> int:
     for t in args.types.split(","):
         element = MACHINES[t].arith.itemsize
         for name in args.nests.split(","):
-            kernels = core(name).lower(t).module.operation
-            nest, _ = read_nest(next(iter(contraction_kernels(kernels).values())))
+            module = core(name).lower(t).module  # held: its ops live while it does
+            nest, _ = read_nest(next(iter(contraction_kernels(module.operation).values())))
             points, pick = sweep_and_pick(
                 nest, t, target, sweep_points(target.vector_bytes // element, args.threads)
             )

@@ -43,7 +43,8 @@ def main() -> int:
         program = load(REPO / path)
         for what, fn, train in (("forward", "apply", False), ("training step", "loss", True)):
             core = program.elaborate(module + fn, dims, consts, train_step=train)
-            choices = choose(core.lower(opts.realize).module.operation, opts.realize, target)
+            module = core.lower(opts.realize).module  # held: its ops live while it does
+            choices = choose(module.operation, opts.realize, target)
             plan = {
                 "realize": opts.realize,
                 "layout": {c.site: plan_entry(c.layout) for c in choices},

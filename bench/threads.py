@@ -82,7 +82,8 @@ def best_swept(t: str, threads: int, repeat: int) -> tuple[float, object]:
     """GFLOP/s (best of `repeat` calls) and layout of the best point of bench/gemm.py's
     sweep of the product."""
     with planned_for(threads):
-        kernels = contraction_kernels(gemm.core(N).lower(t).module.operation)
+        module = gemm.core(N).lower(t).module  # held: its ops live while it does
+        kernels = contraction_kernels(module.operation)
         nest, _ = read_nest(next(iter(kernels.values())))
         width = Target.host().vector_bytes // MACHINES[t].arith.itemsize
         points = [p for p in gemm.sweep_points(width, threads) if gemm._fits(nest, p, t)]

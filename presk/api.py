@@ -2,11 +2,14 @@
 
     load(path or text)                  -> Program   parsed and checked, the prelude joined
       .elaborate(entry, dims, consts)   -> Core      PSK-Core, its derivatives expanded
-      .lower(realize, plan)             -> Kernels   a realization (and a plan) for the kernels
-      .compile(backend, threads, bits)  -> Compiled  a callable on numpy arrays
+        .reference(bits, kind)          -> Compiled  the exact value, a callable
+        .lower(realize, plan)           -> Kernels   the kernel stage, lowered once
+          .compile(backend, threads)    -> Compiled  a callable on numpy arrays
 
-Every stage stays usable: the backends lower a module in place, so each lowering starts
-from a copy of the Core's module, and one Core lowers to any number of realizations.
+Each stage holds what it made and shows it (`as_text(stage)`); every stage stays usable.
+The backends change the module they run, so each compile starts from a copy of the stage
+it consumes: one Core lowers to any number of realizations, one Kernels compiles for any
+number of machine backends (presk/backends: the registry says which backend is which).
 Tensors go in as numpy arrays and come out as the realization holds them (reals float64,
 float32 or bfloat16; indices int64, masks bool), records (a parameter tree) as dicts of
 arrays by dotted path, tuples as tuples. What a user gets wrong is a `PreskError`, with
@@ -52,6 +55,7 @@ from presk.front.parser import parse
 from presk.front.prelude import with_prelude
 from presk.front.unparse import program as unparse
 from presk.ir.context import new_context
+from presk.ir.ops import clone_module
 from presk.ir.types import PskType, TensorType
 from presk.ir.types import leaves as leaf_types
 from presk.kernel.text import kernel_text
@@ -61,6 +65,7 @@ from presk.runtime.arrays_file import read_leaf
 from presk.runtime.inputs import arguments, param_type, parameters
 from presk.runtime.values import Tensor, Value, build
 from presk.toolchain import check_threads
+from presk.toolchain import vector_bytes as host_vector_bytes
 from presk.train.data import Windows
 from presk.train.loop import Hyper, State, Trainer, first_step, step_symbol, zeros_like
 from presk.train.step import add_train_step
@@ -224,8 +229,8 @@ def _sizes(given: Mapping | None, kind: str, code: str, spelling: Spelling) -> d
 
 @dataclass(eq=False)
 class Core:
-    """An entry elaborated into PSK-Core, its derivatives expanded: what the reference runs
-    and every lowering starts from."""
+    """An entry elaborated into PSK-Core, its derivatives expanded: what the references
+    compute and every lowering starts from."""
 
     program: Program
     entry: str
@@ -244,12 +249,17 @@ class Core:
         """The module read once for the executors (presk/core/program.py)."""
         return read_host_program(self.module)
 
+    def as_text(self, stage: str = "core", mlir: bool = False) -> str:
+        """PSK-Core, the stage this object holds: its readable text (`presk dump --stage
+        core`), or with `mlir` the module in MLIR's generic form."""
+        _check_stage(stage, ("core",), "a Core", "lower(realize).as_text(stage)")
+        return str(self.module) if mlir else core_text(self.module)
+
     def text(self) -> str:
-        """PSK-Core's readable text (`presk dump --stage core`)."""
-        return core_text(self.module)
+        return self.as_text()
 
     def mlir(self) -> str:
-        return str(self.module)
+        return self.as_text(mlir=True)
 
     def params(self, seed: int = 0, weights: str | None = None) -> dict[str, np.ndarray] | None:
         """The entry module's parameters by path: initialised from `seed`, or read from a
@@ -259,21 +269,50 @@ class Core:
 
     def lower(self, realize="f64", plan: str | None = None) -> Kernels:
         """The entry's kernels in a realization (`f64`, `f32`, `bf16`, `@R.json` or a
-        `Realization`), the nests a plan file names (`@P.json`) at its layouts."""
-        return Kernels(self, realize, plan)
+        `Realization`), the nests a plan file names (`@P.json`) at its layouts: the
+        realization and plan resolved once (a plan's machine type replaces a uniform
+        realization's), the kernel stage lowered once from them."""
+        return Kernels(
+            self, stages.Lowering.of(self._realization(realize), plan_path(plan) if plan else None)
+        )
+
+    def reference(self, bits: int = 256, kind: str = "interp", realize="f64") -> Compiled:
+        """The entry on a reference backend (`kind`: the exact interpreter over MPFR
+        numbers) at `bits` of precision; of `realize`, only its parameters' types apply
+        (a parameter stored in bf16 is rounded to it, then computed on exactly)."""
+        spec = backends.backend(kind)
+        if not spec.exact:
+            raise UsageError(
+                f"kind {kind!r} is no reference (references: {', '.join(backends.names(True))});"
+                f" lower(realize).compile({kind!r}) runs it"
+            )
+        r = self._realization(realize)
+        module = clone_module(self.module)
+        executor = spec.make(module, r, None, _checked_bits(bits), None)
+        return Compiled(self, None, executor, module, None, bits)
 
     def copy(self) -> ir.Module:
-        """A copy of the module, its attributes and locations kept, for a lowering to change
-        in place: its ops cloned (printing and parsing it again took 0.2 s for a training
-        step)."""
-        source = self.module.operation
-        copied = ir.Module.create(source.location)
-        for name in source.attributes:
-            copied.operation.attributes[name] = source.attributes[name]
-        with ir.InsertionPoint(copied.body):
-            for op in self.module.body.operations:
-                op.operation.clone()
-        return copied
+        """A copy of the module, for a lowering to change in place."""
+        return clone_module(self.module)
+
+    def _realization(self, realize) -> realizations.Realization:
+        if isinstance(realize, realizations.Realization):
+            return realize
+        return realizations.read(realize, self.program.spelling.flag("realize"))
+
+    def compile(
+        self,
+        backend: str = "mlir",
+        realize="f64",
+        plan: str | None = None,
+        threads: int | None = None,
+        bits: int = 256,
+    ) -> Compiled:
+        """The entry on `backend`, whichever it is: a reference's `reference(bits, backend,
+        realize)`, else `lower(realize, plan).compile(backend, threads)`."""
+        if backends.backend(backend).exact:
+            return self.reference(bits, backend, realize)
+        return self.lower(realize, plan).compile(backend, threads)
 
     def derived(self, entry: str | None = None, train_step: bool | None = None) -> Core:
         """This Core's program and sizes elaborated again, for another entry (a derivative)
@@ -287,55 +326,91 @@ class Core:
         )
 
 
-class Kernels:
-    """A Core with a realization and a plan: its kernels, compiled by `compile`."""
+def _check_stage(stage: str, held: tuple[str, ...], what: str, elsewhere: str) -> None:
+    if stage not in held:
+        raise UsageError(f"stage {stage!r}: {what} shows {', '.join(held)}; {elsewhere}")
 
-    def __init__(self, core: Core, realize, plan: str | None):
+
+def _checked_bits(bits) -> int:
+    if isinstance(bits, bool) or not isinstance(bits, int) or not 2 <= bits <= MAX_BITS:
+        raise UsageError(f"bits {bits!r} is not a whole number of bits from 2 to {MAX_BITS}")
+    return bits
+
+
+class Kernels:
+    """A Core lowered once for a realization and a plan (`lowering`): the kernel stage,
+    which `compile` runs on a machine backend."""
+
+    def __init__(self, core: Core, lowering: stages.Lowering):
         self.core = core
-        self.plan = plan_path(plan) if plan else None
-        self.realization = (
-            realize
-            if isinstance(realize, realizations.Realization)
-            else realizations.read(realize, "realize")
-        )
+        self.lowering = lowering
+        self.realization = lowering.realization  # the plan's machine type, if it names one
+        self.plan = lowering.plan
 
     @cached_property
     def module(self) -> ir.Module:
         """The kernel stage: a copy of the Core lowered, realized and planned."""
-        module = self.core.copy()
-        backends.make("kernel", module, realize=self.realization, plan=self.plan)
-        return module
+        return self.lowering.lower(clone_module(self.core.module))
+
+    def as_text(self, stage: str = "kernel", mlir: bool = False, vector_bytes: int = 0) -> str:
+        """The kernel stage (`presk dump --stage kernel`): each kernel's readable text in the
+        module's order, or with `mlir` the module. `affine` and `llvm`: the kernels lowered
+        further from it for vectors of `vector_bytes` (0: this machine's), at the layouts
+        the kernel stage holds (the mlir backend moves nests that no plan places to the
+        cost model's layouts first)."""
+        _check_stage(stage, ("kernel", "affine", "llvm"), "Kernels", "its core shows core")
+        if stage == "kernel":
+            module = self.module
+            if mlir:
+                return str(module)
+            return "\n".join(map(kernel_text, kernels_of(module).values())) + "\n"
+        module = stages.affine(clone_module(self.module), vector_bytes or host_vector_bytes())
+        if stage == "llvm":
+            stages.llvm(module)
+        if mlir:
+            return str(module)
+        shown = [str(f) for f in module.body.operations if _is_kernel(f.operation)]
+        return "\n".join(shown) + "\n"
 
     def text(self) -> str:
-        """Each kernel's readable text, in the module's order."""
-        return "\n".join(map(kernel_text, kernels_of(self.module).values())) + "\n"
+        return self.as_text()
 
     def mlir(self) -> str:
-        return str(self.module)
+        return self.as_text(mlir=True)
 
-    def compile(self, backend: str = "mlir", threads: int | None = None, bits: int = 256):
-        """The entry on `backend`: `interp` the exact reference at `bits` of precision,
-        `kernel` the kernel evaluator, `mlir` native code on `threads` workers (default
-        $PRESK_THREADS, else the cores)."""
-        if isinstance(bits, bool) or not isinstance(bits, int) or not 2 <= bits <= MAX_BITS:
-            raise UsageError(f"bits {bits!r} is not a whole number of bits from 2 to {MAX_BITS}")
+    def compile(self, backend: str = "mlir", threads: int | None = None) -> Compiled:
+        """The entry on a machine backend: `kernel` the kernel evaluator, `mlir` native code
+        on `threads` workers (default $PRESK_THREADS, else the cores). The references
+        compute PSK-Core, not kernels: `core.reference(bits)`."""
+        spec = backends.backend(backend)
+        if spec.exact:
+            raise UsageError(
+                f"backend {backend!r} is a reference: it computes PSK-Core exactly, not these "
+                "kernels; core.reference(bits=…) runs it"
+            )
         threads = check_threads(threads, "threads") if threads is not None else None
-        module = self.core.copy()
-        runner = backends.make(backend, module, bits, self.realization, threads, self.plan)
-        return Compiled(self, runner, module, threads, bits)
+        module = clone_module(self.module)
+        executor = spec.make(module, self.realization, self.plan, threads=threads)
+        return Compiled(self.core, self, executor, module, threads, None)
+
+
+def _is_kernel(op) -> bool:
+    return "psk_kernel.kernel" in op.attributes or op.name == "llvm.func"
 
 
 class Compiled:
     """An entry compiled for a backend, called on numpy arrays:
     `f(params, x, …, seed=0)`, the parameters first for a module's function."""
 
-    def __init__(self, kernels: Kernels, backend, module: ir.Module, threads, bits: int):
-        self.kernels = kernels
-        self.core = kernels.core
-        self.backend = backend
+    def __init__(
+        self, core: Core, kernels: Kernels | None, backend, module: ir.Module, threads, bits
+    ):
+        self.core = core
+        self.kernels = kernels  # None for a reference
+        self.backend = backend  # the executor
         self.module = module  # the stage the backend runs
         self.threads = threads
-        self.bits = bits
+        self.bits = bits  # a reference's; None for a machine backend
 
     def __call__(self, *args, seed: int = 0):
         """The entry's output on `args`, as numpy (`seed` keys its random draws)."""
@@ -359,8 +434,10 @@ class Compiled:
         return TrainStep(self._recompiled(self.core.derived(train_step=True)))
 
     def _recompiled(self, core: Core) -> Compiled:
-        kernels = core.lower(self.kernels.realization, self.kernels.plan)
-        return kernels.compile(self.backend.name, self.threads, self.bits)
+        name = self.backend.spec.name
+        if self.kernels is None:
+            return core.reference(self.bits, name, self.backend.realization)
+        return Kernels(core, self.kernels.lowering).compile(name, self.threads)
 
     def drawn(self, seed: int = 0, weights: str | None = None) -> Callable[[], Value]:
         """One call on the inputs `seed` draws and the parameters `weights` holds (a
@@ -373,22 +450,29 @@ class Compiled:
             step_args, ctx = first_step(view, backend, params, seed)
             symbol = step_symbol(backend.realization)
             return lambda: backend.call(step_args, ctx, symbol)
-        if backend.name != "interp":  # typed and quantised once
+        if not backend.spec.exact:  # typed and quantised once
             params = quantize.stored_parameters(params, backend.realization, backend.machine)
         call_args = ([params] if params is not None else []) + arguments(view, seed, None)
         ctx = CallContext(seed=seed)
         return lambda: backend.call(call_args, ctx)
 
-    def text(self) -> str:
-        """What the backend runs, readably: PSK-Core for the reference, the kernels
-        otherwise (the mlir backend's as affine loops)."""
-        if self.backend.name == "interp":
+    def as_text(self, mlir: bool = False) -> str:
+        """What the backend runs, the stage it holds (its record's `stage`): PSK-Core for a
+        reference, the kernels for the kernel evaluator, the kernels as affine loops for
+        native code; with `mlir`, the module."""
+        if mlir:
+            return str(self.module)
+        stage = self.backend.spec.stage
+        if stage == "core":
             return core_text(self.module)
-        show = kernel_text if self.backend.name == "kernel" else str
+        show = kernel_text if stage == "kernel" else str
         return "\n".join(map(show, kernels_of(self.module).values())) + "\n"
 
+    def text(self) -> str:
+        return self.as_text()
+
     def mlir(self) -> str:
-        return str(self.module)
+        return self.as_text(mlir=True)
 
 
 @dataclass

@@ -107,7 +107,7 @@ class Model:
         backend = compiled.backend
         realized = (
             quantize.parameter_values(params, backend.realization)
-            if backend.name == "interp"
+            if backend.spec.exact
             else quantize.stored_parameters(params, backend.realization, backend.machine)
         )
         self._params = [] if params is None else [realized]

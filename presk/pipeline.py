@@ -1,9 +1,11 @@
-"""Pass pipelines that mix presk's Python passes with upstream MLIR passes.
+"""Pass pipelines: lists of presk's pass objects and upstream MLIR passes, run by one
+PassManager.
 
-`builtin.module(psk-verify,canonicalize,func.func(cse),psk-dce)` becomes one
-PassManager: each presk pass is added as a Python pass under its own name, each run of
-upstream passes as their textual pipeline. Presk passes walk from the module, so they
-may appear only at the top level of the pipeline.
+A `Pipeline` is built from `Pass` instances (their options typed fields) and upstream
+passes by their textual names (`Upstream("func.func(cse)")`); it prints itself only for
+display and for `presk-opt` (`builtin.module(psk-verify,canonicalize,func.func(cse))`),
+and `parse_pipeline` reads such text back into one. Presk passes walk from the module,
+so they may appear only at the top level of a pipeline.
 """
 
 from __future__ import annotations
@@ -15,17 +17,71 @@ from mlir import ir
 from mlir.passmanager import PassManager
 
 from presk.errors import OpError, UsageError
+from presk.ir.diagnostics import compile_error
 from presk.passes import Pass, registry
 
 
 @dataclass(frozen=True)
-class PreskStep:
-    pass_: Pass
+class Upstream:
+    """Upstream MLIR passes, as their textual pipeline spells them (`func.func(cse)`)."""
+
+    text: str
+
+
+Step = Pass | Upstream
 
 
 @dataclass(frozen=True)
-class UpstreamStep:
-    text: str
+class Pipeline:
+    """Passes run in order over a `builtin.module`."""
+
+    steps: tuple[Step, ...] = ()
+
+    def __add__(self, other: Pipeline) -> Pipeline:
+        return Pipeline(self.steps + other.steps)
+
+    def text(self) -> str:
+        """`builtin.module(...)`, as `presk-opt --pass-pipeline` takes it."""
+        return "builtin.module(" + ",".join(_step_text(s) for s in self.steps) + ")"
+
+    def pass_manager(self, ctx: ir.Context) -> PassManager:
+        """One PassManager on `builtin.module` running the steps: each presk pass as a
+        Python pass under its own name, each run of upstream passes as their text."""
+        pm = PassManager("builtin.module", context=ctx)
+        upstream: list[str] = []
+        for step in (*self.steps, None):
+            if isinstance(step, Upstream):
+                upstream.append(step.text)
+                continue
+            if upstream:
+                try:
+                    pm.add(",".join(upstream))
+                except ValueError as e:
+                    raise UsageError(f"bad pass pipeline: {_mlir_pipeline_error(str(e))}") from None
+                upstream = []
+            if step is not None:
+                cls = type(step)
+                pm.add(
+                    _as_mlir_pass(step),
+                    name=cls.__name__,
+                    argument=cls.name,
+                    description=cls.description,
+                )
+        return pm
+
+    def run(self, module: ir.Module) -> ir.Module:
+        """Run the steps over `module` in place and return it; a pass's refusal (a second
+        derivative, say) becomes a located presk error (E2020), not an MLIR exception."""
+        with module.context:
+            try:
+                self.pass_manager(module.context).run(module.operation)
+            except ir.MLIRError as e:
+                raise compile_error(e) from None
+        return module
+
+
+def _step_text(step: Step) -> str:
+    return step.text if isinstance(step, Upstream) else step.text()
 
 
 def split_top_level(text: str) -> list[str]:
@@ -80,13 +136,13 @@ def _nested_presk_pass(item: str, passes) -> str | None:
     return None
 
 
-def parse_pipeline(text: str) -> list[PreskStep | UpstreamStep]:
-    """The steps of `builtin.module(...)` (or of a bare comma-separated list)."""
+def parse_pipeline(text: str) -> Pipeline:
+    """The pipeline `builtin.module(...)` (or a bare comma-separated list) spells."""
     text = text.strip()
     if text.startswith("builtin.module(") and text.endswith(")"):
         text = text[len("builtin.module(") : -1]
     passes = registry()
-    steps: list[PreskStep | UpstreamStep] = []
+    steps: list[Step] = []
     for item in split_top_level(text):
         name = item.split("{", 1)[0].split("(", 1)[0].strip()
         if name in passes:
@@ -97,7 +153,7 @@ def parse_pipeline(text: str) -> list[PreskStep | UpstreamStep]:
                         f"pass {name}: options must be written {name}{{key=value ...}}"
                     )
                 opts = item[item.index("{") + 1 : -1]
-            steps.append(PreskStep(passes[name].from_options(_options(name, opts))))
+            steps.append(passes[name].from_options(_options(name, opts)))
         else:
             nested = _nested_presk_pass(item, passes)
             if nested:
@@ -105,11 +161,8 @@ def parse_pipeline(text: str) -> list[PreskStep | UpstreamStep]:
                     f"presk pass {nested} must run at the top level of the pipeline, "
                     f"not nested in '{name}(...)'"
                 )
-            if steps and isinstance(steps[-1], UpstreamStep):
-                steps[-1] = UpstreamStep(f"{steps[-1].text},{item}")
-            else:
-                steps.append(UpstreamStep(item))
-    return steps
+            steps.append(Upstream(item))
+    return Pipeline(tuple(steps))
 
 
 def _as_mlir_pass(p: Pass):
@@ -132,23 +185,3 @@ def _mlir_pipeline_error(text: str) -> str:
         if "error:" in line:
             return line.split("error:", 1)[1].strip()
     return " ".join(line.strip() for line in text.splitlines() if line.strip())
-
-
-def build_pass_manager(text: str, ctx: ir.Context) -> PassManager:
-    """One PassManager on `builtin.module` running the pipeline `text`."""
-    pm = PassManager("builtin.module", context=ctx)
-    for step in parse_pipeline(text):
-        if isinstance(step, PreskStep):
-            cls = type(step.pass_)
-            pm.add(
-                _as_mlir_pass(step.pass_),
-                name=cls.__name__,
-                argument=cls.name,
-                description=cls.description,
-            )
-        else:
-            try:
-                pm.add(step.text)
-            except ValueError as e:
-                raise UsageError(f"bad pass pipeline: {_mlir_pipeline_error(str(e))}") from None
-    return pm

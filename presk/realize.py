@@ -172,7 +172,7 @@ def check_paths(r: Realization, paths: list[str]) -> None:
                 _fail(f"{r.spelling}: {name}", f"unknown parameter {p!r} (parameters: {known})")
 
 
-def check_sites(r: Realization, sites: list[str], backend: str) -> None:
+def check_sites(r: Realization, sites: list[str]) -> None:
     """Every site of `storage`, `accum`, `order` and `contract` a kernel's (E7001), and
     what the machine backends cannot honour refused (E7002)."""
     named = (
@@ -193,7 +193,6 @@ def check_sites(r: Realization, sites: list[str], backend: str) -> None:
         if t != arith:
             raise RealizationError(
                 f"{r.spelling}: accum {s}: {t} accumulation in a {r.type_at(s)} kernel; the "
-                f"{backend} backend sums in the storage's arithmetic type ({arith}); the "
-                "reference runs it",
+                f"kernels sum in the storage's arithmetic type ({arith}); the reference runs it",
                 code="E7002",
             )

@@ -1,4 +1,4 @@
-"""The stages of presk's lowering, each one function from the stage before.
+"""The stages of presk's lowering, each a pipeline of pass objects from the stage before.
 
     source --elaborate--> core --psk-vjp, psk-verify--> core (derivatives expanded)
       --psk-fuse, psk-lower-to-kernel{type}, psk-contract (a realization's fused
@@ -9,132 +9,134 @@
       affine loops over memrefs, in registers and vector lanes)
       --psk-strip-host, upstream lowering--> llvm (the kernels alone, in the LLVM dialect)
 
-The pipelines are spelled here once, so `presk dump --stage X`, the MLIR backend and
-`presk-opt --pass-pipeline=...` run the same passes.
+The pipelines are built here once, from the passes' own objects, so `presk dump --stage
+X`, the backends and `presk-opt --pass-pipeline=...` (which takes a pipeline's `text()`)
+run the same passes. What a lowering to the kernel stage is for, a realization and a
+plan, is resolved once into a `Lowering`.
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from mlir import ir
 
 from presk import plans
 from presk import realize as realizations
 from presk.core.program import read_host_program
-from presk.ir.diagnostics import compile_error
 from presk.ir.ops import module_launches, string_attr
 from presk.ir.types import leaves
-from presk.pipeline import build_pass_manager
+from presk.passes.psk_auto_layout import PskAutoLayout
+from presk.passes.psk_contract import PskContract
+from presk.passes.psk_dce import PskDce
+from presk.passes.psk_fma_to_llvm import PskFmaToLlvm
+from presk.passes.psk_functions import PskFunctions
+from presk.passes.psk_fuse import PskFuse
+from presk.passes.psk_hoist_loads import PskHoistLoads
+from presk.passes.psk_keep_libm_calls import PskKeepLibmCalls
+from presk.passes.psk_kernel_to_affine import PskKernelToAffine
+from presk.passes.psk_lower_to_kernel import PskLowerToKernel
+from presk.passes.psk_plan import PskPlan
+from presk.passes.psk_promote_registers import PskPromoteRegisters
+from presk.passes.psk_strip_host import PskStripHost
+from presk.passes.psk_sum_order import PskSumOrder
+from presk.passes.psk_vectorize import PskVectorize
+from presk.passes.psk_verify import PskVerify
+from presk.passes.psk_vjp import PskVjp
+from presk.pipeline import Pipeline, Upstream
 from presk.plans import read_plan
 from presk.quantize import realized_elements
+from presk.realize import Realization
 from presk.runtime.inputs import param_type
 from presk.toolchain import default_threads, host_cpu, vector_bytes
 
 REMATS = ("store", "recompute")
 
 
+def core_pipeline(remat: str = "store") -> Pipeline:
+    """From elaborated PSK-Core to PSK-Core with every `grad` and `vjp` expanded into
+    forward and backward functions, verified."""
+    return Pipeline((PskVjp(remat=remat), PskVerify()))
+
+
 def core(module: ir.Module, remat: str = "store") -> ir.Module:
-    """PSK-Core with every `grad` and `vjp` expanded into forward and backward functions,
-    verified. Changes `module` in place and returns it."""
-    text = f"builtin.module(psk-vjp{{remat={remat}}},psk-verify)"
-    run_pipeline(text, module)
-    return module
+    """`core_pipeline(remat)` run over `module` in place; returns it."""
+    return core_pipeline(remat).run(module)
 
 
-def run_pipeline(text: str, module: ir.Module) -> None:
-    """Run the pipeline `text` over `module`; a pass's refusal (a second derivative, say)
-    becomes a located presk error (E2020), not an MLIR exception."""
-    with module.context:
-        try:
-            build_pass_manager(text, module.context).run(module.operation)
-        except ir.MLIRError as e:
-            raise compile_error(e) from None
+@dataclass(frozen=True)
+class Lowering:
+    """What the kernel stage is lowered for, resolved once: the realization, its machine
+    type the plan's where the plan file names one and the realization is uniform, and the
+    plan (a plan file's path, `auto`, `default`, or None: each nest's default layout,
+    which a native backend moves to the cost model's, `auto`)."""
+
+    realization: Realization
+    plan: str | None = None
+
+    @classmethod
+    def of(cls, realize, plan: str | None = None) -> Lowering:
+        """`realize` (a `Realization` or its spelling, `f32` or `@R.json`:
+        presk/realize.py) and `plan` resolved."""
+        r = realize if isinstance(realize, Realization) else realizations.read(realize)
+        if plan is not None and plan not in plans.NAMED:
+            named = read_plan(plan).get("realize")
+            if named and r.uniform:
+                r = replace(r, default=realizations.read(named).default)
+        return cls(r, plan)
+
+    def pipeline(self) -> Pipeline:
+        """From PSK-Core (as `presk dump --stage core --format mlir` prints it, with the
+        realization's attributes) to the kernel stage."""
+        return self._lowering() + self._layouts()
+
+    def lower(self, module: ir.Module) -> ir.Module:
+        """PSK-Core (its derivatives expanded) lowered to kernels, fused, in the
+        realization's machine type, with its storage and parameter types by site, its
+        sums' orders, and the plan's layouts: `pipeline()`, run in two parts, the
+        realization's sites checked against the kernels' (E7001) between them, before any
+        nest moves. Changes `module` in place and returns it."""
+        realize_attributes(module, self.realization)
+        self._lowering().run(module)
+        realizations.check_sites(self.realization, launch_sites(module))
+        return self._layouts().run(module)
+
+    def _lowering(self) -> Pipeline:
+        lower = PskLowerToKernel(type=self.realization.default)
+        return Pipeline((PskFuse(), lower, PskDce(), PskVerify()))
+
+    def _layouts(self) -> Pipeline:
+        """A psk-contract for the realization's contract default and each site it names, a
+        psk-functions where presk's exp and erf may replace the C library's (an f32 or
+        bf16 kernel, the default), a psk-sum-order for each site it orders, then the plan's
+        layouts."""
+        r = self.realization
+        steps = [PskContract(contract="fma")] if r.contract.get("default") == "fma" else []
+        if r.functions == "presk" and {r.default, *r.storage.values()} & {"f32", "bf16"}:
+            steps.append(PskFunctions(impl="presk"))
+        steps += [PskContract(nest=s, contract=c) for s, c in sorted(r.contract_sites.items())]
+        steps += [
+            PskSumOrder(nest=site, order=order)
+            for site, order in sorted(r.order.items())
+            if order != "sequential"
+        ]
+        return Pipeline(tuple(steps)) + layout_pipeline(self.plan)
 
 
-def realization(realize, plan: str | None = None):
-    """The realization the kernel stage runs: `realize` (a `Realization` or its spelling,
-    `f32` or `@R.json`: presk/realize.py), its machine type the plan's if the plan file
-    names one and `realize` is uniform."""
-    r = realize if isinstance(realize, realizations.Realization) else realizations.read(realize)
-    if plan is None or plan in plans.NAMED:
-        return r
-    named = read_plan(plan).get("realize")
-    if named and r.uniform:
-        r = replace(r, default=realizations.read(named).default)
-    return r
+def layout_pipeline(plan: str | None) -> Pipeline:
+    """The plan's layouts alone: `auto` this machine's cost model's (its target spelled
+    out, so presk-opt repeats it), a plan file's by psk-plan, none for `default` or None."""
+    if plan == plans.AUTO:
+        auto = PskAutoLayout(bytes=vector_bytes(), workers=default_threads(), cpu=host_cpu()[0])
+        return Pipeline((auto,))
+    if plan is None or plan == plans.DEFAULT:
+        return Pipeline()
+    return Pipeline((PskPlan(file=plan),))
 
 
 def kernel(module: ir.Module, realize, plan: str | None = None) -> ir.Module:
-    """PSK-Core (its derivatives expanded) lowered to kernels, fused, in the machine type of
-    `realize` (a realization or its spelling: f64, f32, bf16, @R.json), with the
-    realization's storage types and parameter types by site, its sums' orders, and the
-    layouts of the plan file `plan`: `kernel_pipeline(realize, plan)`. The realization's
-    sites are checked against the kernels' (E7001) before any nest moves. Changes `module`
-    in place and returns it. Runs `kernel_pipeline` in two parts, the sites checked
-    between them."""
-    r = realization(realize, plan)
-    realize_attributes(module, r)
-    run_pipeline(_module_pipeline(_lowering(r)), module)
-    realizations.check_sites(r, launch_sites(module), "kernel")
-    layouts = _layouts(r, plan)
-    if layouts:
-        run_pipeline(_module_pipeline(layouts), module)
-    return module
-
-
-def kernel_pipeline(realize, plan: str | None = None) -> str:
-    """The pipeline `kernel` runs from PSK-Core (as `presk dump --stage core --format mlir`
-    prints it, with the realization's attributes) to the kernel stage."""
-    r = realization(realize, plan)
-    return _module_pipeline(_lowering(r) + _layouts(r, plan))
-
-
-def _module_pipeline(steps: list[str]) -> str:
-    return "builtin.module(" + ",".join(steps) + ")"
-
-
-def _lowering(r) -> list[str]:
-    return ["psk-fuse", f"psk-lower-to-kernel{{type={r.default}}}", "psk-dce", "psk-verify"]
-
-
-def _layouts(r, plan: str | None) -> list[str]:
-    """A psk-contract for the realization's contract default and each site it names, a
-    psk-functions where presk's exp and erf may replace the C library's (an f32 or bf16
-    kernel, the default), a psk-sum-order for each site it orders, then the plan's
-    psk-plan."""
-    steps = ["psk-contract{contract=fma}"] if r.contract.get("default") == "fma" else []
-    narrow = {r.default, *r.storage.values()} & {"f32", "bf16"}
-    steps += ["psk-functions{impl=presk}"] if r.functions == "presk" and narrow else []
-    steps += [
-        f"psk-contract{{nest={_option(site)} contract={c}}}"
-        for site, c in sorted(r.contract_sites.items())
-    ]
-    steps += [
-        f"psk-sum-order{{nest={_option(site)} order={order}}}"
-        for site, order in sorted(r.order.items())
-        if order != "sequential"
-    ]
-    if plan == plans.AUTO:  # this machine's target, spelled out so presk-opt repeats it
-        steps.append(
-            f"psk-auto-layout{{bytes={vector_bytes()} workers={default_threads()} "
-            f"cpu={host_cpu()[0]}}}"
-        )
-    elif plan is not None and plan != plans.DEFAULT:
-        steps.append(f"psk-plan{{file={_option(plan)}}}")
-    return steps
-
-
-_PLAIN = re.compile(r"[\w@%+=:./-]+")  # what a pass option may hold unquoted
-
-
-def _option(value: str) -> str:
-    """`value` as a pass option, quoted as a shell would when it holds anything else (a
-    space, a comma, a quote, a bracket): presk/pipeline.py reads it back."""
-    if _PLAIN.fullmatch(value):
-        return value
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """`module` lowered to the kernel stage for `realize` and `plan` (`Lowering`)."""
+    return Lowering.of(realize, plan).lower(module)
 
 
 def launch_sites(module: ir.Module) -> list[str]:
@@ -148,7 +150,7 @@ def realize_attributes(module: ir.Module, realize) -> None:
     `psk_kernel.params` (`{"<path>" = "bf16"}`, integer weights `{"<path>" = {bits = 8 :
     i64, over = -2 : i64, scheme = "absmax"}}`), built as typed attributes that
     psk-lower-to-kernel reads back; the parameters it names checked (E7001)."""
-    r = realization(realize)
+    r = Lowering.of(realize).realization
     params = {}
     if r.params or r.quant or r.storage:
         program = read_host_program(module)
@@ -187,39 +189,50 @@ def parameter_paths(program) -> list[str]:
     return [p for p, _ in leaves(t)] if t is not None else []
 
 
-def affine_pipeline(vector_bytes: int) -> str:
-    """From the kernel stage to the affine stage, vectorising for `vector_bytes` lanes."""
-    return (
-        "builtin.module(psk-kernel-to-affine,psk-hoist-loads,psk-promote-registers,"
-        f"psk-vectorize{{bytes={vector_bytes}}})"
-    )
+# The kernel stage's kernels as scalar affine loops, values kept in registers (the host
+# program untouched): the affine stage before its vector lanes, the C export's form.
+SCALAR_AFFINE = Pipeline((PskKernelToAffine(), PskHoistLoads(), PskPromoteRegisters()))
+
+
+def affine_pipeline(width: int) -> Pipeline:
+    """From the kernel stage to the affine stage, vectorising for lanes of `width` bytes."""
+    return SCALAR_AFFINE + Pipeline((PskVectorize(bytes=width),))
 
 
 # No pass here may contract a multiply and an add or reassociate: the upstream passes
 # below keep every arith op's rounding (none sets fastmath flags). Only a realization's
 # math.fma fuses, as LLVM's fma intrinsic (psk-fma-to-llvm), never a C library call.
-LLVM_PIPELINE = (
-    "builtin.module(psk-strip-host,psk-fma-to-llvm,"
-    "func.func(arith-expand{include-bf16=true}),"  # bf16 rounding by integer ops, exactly
-    "lower-affine,convert-scf-to-cf,"
-    "convert-math-to-libm,"  # exp, log, … call the C library, as the kernel evaluator does
-    "convert-vector-to-llvm,convert-math-to-llvm,expand-strided-metadata,"
-    "finalize-memref-to-llvm,convert-arith-to-llvm,convert-cf-to-llvm,"
-    "convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},"  # kernels take plain pointers
-    "reconcile-unrealized-casts,"
-    "psk-keep-libm-calls)"  # pow(x, 2) stays a call of pow, as the kernel evaluator makes it
+LLVM_PIPELINE = Pipeline(
+    (
+        PskStripHost(),
+        PskFmaToLlvm(),
+        Upstream("func.func(arith-expand{include-bf16=true})"),  # bf16 rounding by integer ops
+        Upstream("lower-affine"),
+        Upstream("convert-scf-to-cf"),
+        # exp, log, … call the C library, as the kernel evaluator does
+        Upstream("convert-math-to-libm"),
+        Upstream("convert-vector-to-llvm"),
+        Upstream("convert-math-to-llvm"),
+        Upstream("expand-strided-metadata"),
+        Upstream("finalize-memref-to-llvm"),
+        Upstream("convert-arith-to-llvm"),
+        Upstream("convert-cf-to-llvm"),
+        # kernels take plain pointers
+        Upstream("convert-func-to-llvm{use-bare-ptr-memref-call-conv=1}"),
+        Upstream("reconcile-unrealized-casts"),
+        PskKeepLibmCalls(),  # pow(x, 2) stays a call of pow, as the kernel evaluator makes it
+    )
 )
 
 
-def affine(module: ir.Module, vector_bytes: int) -> ir.Module:
-    """The kernel stage's kernels lowered to affine loops and code-generated (the host
-    program untouched). Changes `module` in place and returns it."""
-    run_pipeline(affine_pipeline(vector_bytes), module)
-    return module
+def affine(module: ir.Module, width: int) -> ir.Module:
+    """The kernel stage's kernels lowered to affine loops and code-generated for vectors
+    of `width` bytes (the host program untouched). Changes `module` in place and returns
+    it."""
+    return affine_pipeline(width).run(module)
 
 
 def llvm(module: ir.Module) -> ir.Module:
     """An affine-stage module's kernels alone, in the LLVM dialect. Changes `module` in
     place and returns it."""
-    run_pipeline(LLVM_PIPELINE, module)
-    return module
+    return LLVM_PIPELINE.run(module)

@@ -16,6 +16,7 @@ import presk
 from presk.backends.host import CallContext
 from presk.cli.common import run_cli
 from presk.cli.main import main
+from presk.export import export_c
 from presk.runtime.values import leaves
 
 REGRESSION = REPO / "tests" / "train" / "mlp_regression.psk"
@@ -230,7 +231,7 @@ def test_one_core_lowers_and_compiles_many_times(core, x):
 
 
 def test_each_compiled_stage_shows_what_it_runs(core):
-    assert core.lower().compile("interp").text() == core.text()
+    assert core.reference().text() == core.text()
     assert core.lower("f32").compile("kernel").text() == core.lower("f32").text()
     native = core.lower("f32").compile("mlir")
     assert "affine.for" in native.text() and "psk_kernel.launch" in native.mlir()
@@ -245,9 +246,65 @@ def test_kernels_refuse_a_bad_realization_or_plan(core, tmp_path):
 
 def test_compile_refuses_a_bad_backend_bits_or_threads(core):
     kernels = core.lower()
-    for kwargs in ({"backend": "gpu"}, {"backend": "interp", "bits": 1}, {"threads": 0}):
+    for kwargs in ({"backend": "gpu"}, {"threads": 0}):
         with refused("E0001"):
             kernels.compile(**kwargs)
+    with refused("E0001"):
+        core.reference(bits=1)
+    with refused("E0001"):
+        core.reference(kind="kernel")
+
+
+def test_a_reference_is_reached_from_the_core_not_the_kernels(core, x):
+    # the kernels' machine type would be ignored by a reference: refused, with the way there
+    with pytest.raises(presk.PreskError, match=r"core\.reference"):
+        core.lower("f32").compile("interp")
+    exact = core.reference(bits=64)
+    assert exact.kernels is None and exact.as_text() == core.as_text()
+
+
+def test_the_kernels_are_lowered_once_and_compiled_from_that_lowering(core, monkeypatch):
+    lowerings = []
+    real = presk.stages.Lowering.lower
+    monkeypatch.setattr(
+        presk.stages.Lowering, "lower", lambda self, m: lowerings.append(self) or real(self, m)
+    )
+    kernels = core.lower("f32")
+    kernels.as_text()
+    kernels.compile("kernel")
+    kernels.compile("mlir", threads=1)
+    assert len(lowerings) == 1 and lowerings[0] is kernels.lowering
+
+
+def test_a_plans_machine_type_is_the_kernels_realization_everywhere(core, tmp_path):
+    """`lower("f64", plan)` with a plan naming f32 ran f32 kernels while the Kernels said
+    f64, so the C export traced the wrong machine type."""
+    plan = tmp_path / "p.json"
+    plan.write_text('{"realize": "f32", "layout": {}}')
+    kernels = core.lower("f64", f"@{plan}")
+    assert kernels.realization.default == "f32"
+    module = kernels.module  # held: its ops live while it does
+    typed = {
+        op.attributes["psk_kernel.type"].value
+        for op in module.body.operations
+        if "psk_kernel.type" in op.attributes
+    }
+    assert typed == {"f32"}
+    model = export_c(kernels)
+    assert model.schedule.backend.machine.name == "f32"
+    assert [o.dtype for o in model.outputs] == [np.dtype(np.float32)]
+
+
+def test_each_stage_shows_the_stages_it_holds(core):
+    kernels = core.lower("f32")
+    assert "psk.fold" in core.as_text("core", mlir=True) or "func.func" in core.as_text(mlir=True)
+    assert "kernel " in kernels.as_text("kernel")
+    assert "affine.for" in kernels.as_text("affine", vector_bytes=32)
+    assert "llvm.func" in kernels.as_text("llvm", vector_bytes=32)
+    with refused("E0001"):
+        core.as_text("kernel")
+    with refused("E0001"):
+        kernels.as_text("core")
 
 
 # ---- Compiled ---------------------------------------------------------------------------
@@ -255,7 +312,7 @@ def test_compile_refuses_a_bad_backend_bits_or_threads(core):
 
 def test_the_kernel_evaluator_is_within_the_f64_band_of_the_reference(core, x):
     params = core.params(seed=3)
-    exact = core.lower().compile("interp", bits=128)
+    exact = core.reference(bits=128)
     f64 = core.lower().compile("kernel")
     assert within(f64(params, x), exact(params, x))
     mine, theirs = f64.grad(params, x), exact.grad(params, x)
@@ -317,7 +374,7 @@ def test_results_come_back_in_the_realizations_type_bit_for_bit(core, x, realize
 
 
 def test_the_reference_rounds_its_results_once_to_float64(core, x):
-    exact = core.lower("bf16").compile("interp", bits=64)  # the reference ignores the type
+    exact = core.reference(bits=64, realize="bf16")  # only parameters take a type
     assert exact(core.params(), x).dtype == np.float64
 
 
@@ -370,7 +427,7 @@ def _drawn_x(core) -> np.ndarray:
 
 def test_a_run_time_error_keeps_its_place_in_the_source():
     program = presk.load("dim N\nfn f(x : ℝ[N]) -> ℝ { sum(log(x)) }\n")
-    f = program.elaborate("f", dims={"N": 2}).lower().compile("interp")
+    f = program.elaborate("f", dims={"N": 2}).reference()
     with refused("E8001") as e:
         f(np.array([-1.0, 1.0]))
     assert (e.value.span.file, e.value.span.line) == ("<text>", 2)

@@ -48,7 +48,7 @@ def test_the_file_records_the_run_and_the_reference_magnitude(tmp_path):
     # the loss is the mean's value: its magnitude is the largest |loss| of the two samples,
     # rounded up (the reference's value rounded to nearest is at most an ulp below)
     core = api.load(MLP).elaborate(LOSS, {"N": 4})
-    reference = core.lower().compile("interp", bits=64)
+    reference = core.reference(bits=64)
     loss = max(abs(float(reference(*sample_arguments(core, meta, i)))) for i in (0, 1))
     site = env.sites["Regression.loss/%2"]
     assert site.op == "mean" and site.count == 1 and site.work == 4

@@ -66,8 +66,9 @@ def _native(case: Case, machine: str, lanes: int):
     """The case's output compiled natively in `lanes` lanes (1: scalar code), on one
     thread; the contraction kernels it put in lanes, and the affine stage's text."""
     module = module_of(case)
-    realization = stages.realization(machine)
-    stages.kernel(module, realization, plans.DEFAULT)  # every layout scalar
+    lowering = stages.Lowering.of(machine, plans.DEFAULT)
+    lowering.lower(module)  # every layout scalar
+    realization = lowering.realization
     moved = _contractions_in_lanes(module, lanes) if lanes > 1 else 0
     stages.affine(module, lanes * MACHINES[machine].arith.itemsize)
     text = str(module)

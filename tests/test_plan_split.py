@@ -125,7 +125,8 @@ def test_auto_layouts_price_a_site_in_its_own_type(tmp_path):
     core = api.load(str(REPO / "corpus/nlp/05_gpt.psk")).elaborate(
         "loss", {"B": 8, "T": 64}, {"D": 64, "H": 2, "L": 2}, train_step=True
     )
-    kernels = layout_kernels(core.lower(f"@{record}", "auto").module.operation)
+    module = core.lower(f"@{record}", "auto").module  # held: its ops live while it does
+    kernels = layout_kernels(module.operation)
     bf16 = [f for f in kernels.values() if python_value(f.attributes["psk_kernel.type"]) == "bf16"]
     assert bf16 and all(
         python_value(f.attributes["psk_kernel.layout"])["kblock"] == 0 for f in bf16

@@ -10,7 +10,7 @@ from programs import PROGRAMS, entries, runs
 
 import presk
 from presk.ir.context import dialect_path
-from presk.pipeline import build_pass_manager
+from presk.pipeline import parse_pipeline
 from presk.toolchain import mlir_tool
 
 
@@ -37,7 +37,9 @@ def test_entry_elaborates_and_verifies(path, args):
     module = presk.load(path).elaborate(**bindings(args)).module
     assert module.operation.verify()
     with module.context:
-        build_pass_manager("builtin.module(psk-verify)", module.context).run(module.operation)
+        parse_pipeline("builtin.module(psk-verify)").pass_manager(module.context).run(
+            module.operation
+        )
     upstream = subprocess.run(
         [mlir_tool("mlir-opt"), f"--irdl-file={dialect_path('psk.irdl.mlir')}"],
         input=str(module),

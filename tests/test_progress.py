@@ -191,7 +191,7 @@ def test_the_reference_counts_every_primitive_it_applies(grad):
     core = api.load(path).elaborate(entry, dims)
     if grad:
         core = core.derived(entry=f"{entry}.grad")
-    compiled = core.lower().compile("interp", bits=64)
+    compiled = core.reference(bits=64)
     backend = compiled.backend
     applied, apply = [], backend.host.apply
     backend.host.apply = lambda *a: applied.append(1) or apply(*a)

@@ -75,7 +75,7 @@ def test_a_hand_checked_program_gives_its_exact_derivatives():
 def test_the_parameters_sensitivities_are_the_l1_norms_of_the_gradient():
     core = presk.load(REGRESSION).elaborate("Regression.loss", dims={"N": 8})
     found = by_key(sensitivities(core, seed=3))
-    compiled = core.lower().compile("interp", bits=128)
+    compiled = core.reference(bits=128)
     grad = compiled.grad(core.params(3), *drawn(core, 3))
     for path, g in grad.items():
         assert found[path].what == "parameter"

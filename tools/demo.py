@@ -68,7 +68,7 @@ def measure_one_step(data: str, checkpoint: str) -> None:
         params = core.params(weights=checkpoint)
         out, seconds = {}, {}
         for name, realize in (("mlir", "f32"), ("interp", "f64")):
-            f = core.lower(realize).compile(name)
+            f = core.compile(name, realize)
             f(params, tokens, targets)  # compiles (mlir)
             start = time.perf_counter()
             out[name] = f(params, tokens, targets)

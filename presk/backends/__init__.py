@@ -1,21 +1,111 @@
-"""Executors behind one seam: each takes runtime values and gives runtime values.
+"""Executors behind one seam, and the registry that names them.
 
-`make(name, module, …)` gives the backend called `name` for a PSK-Core module (its
-derivatives expanded); every backend has `name` and `call(args, ctx, entry=None)`. Each
-backend's module is imported only when it is made: the reference needs neither the kernel
+A backend is one module defining an executor class and one `Backend` record in
+`REGISTRY`: its name, its help, and what it is, so that no other module needs its name.
+A reference (`exact`) computes the program's real value from PSK-Core at `--bits`; every
+other backend runs the kernel stage in its machine types (`native` if it compiles them to
+native code). The command line offers the registry's names, and code that must tell
+backends apart reads these capabilities, never a name.
+
+An executor class has `create(module, realization, plan, bits, threads)`, which makes one
+from the stage it consumes (PSK-Core for a reference, else the kernel stage; a module it
+may change in place), and the `Executor` protocol's `call`. Each backend's module is
+imported only when one of its executors is made: the reference needs neither the kernel
 evaluator nor the ExecutionEngine.
 """
 
 from __future__ import annotations
 
-from presk import plans, stages
-from presk import realize as realizations
-from presk.core.program import read_host_program
-from presk.errors import UsageError
-from presk.kernel.machine import MACHINES
-from presk.toolchain import default_threads, vector_bytes
+import importlib
+from dataclasses import dataclass
+from typing import Protocol
 
-BACKENDS = ("interp", "kernel", "mlir")
+from presk import stages
+from presk.errors import UsageError, closest
+from presk.realize import Realization
+from presk.runtime.values import Value
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A registered backend: its name, its help, its executor class (`module:class`), and
+    what it is: `exact` (a reference: PSK-Core at --bits), `native` (kernels compiled to
+    native code); `stage`, the stage its executor holds and runs."""
+
+    name: str
+    help: str
+    executor: str
+    stage: str  # "core", "kernel" or "affine"
+    exact: bool = False
+    native: bool = False
+
+    @property
+    def consumes(self) -> str:
+        """The stage `create` is given: PSK-Core for a reference, else the kernel stage."""
+        return "core" if self.exact else "kernel"
+
+    def make(
+        self,
+        module,
+        realization: Realization,
+        plan: str | None = None,
+        bits: int = 256,
+        threads: int | None = None,
+    ) -> Executor:
+        """An executor for `module` (at the stage this backend consumes, changed in
+        place): its class imported now, its `spec` this record."""
+        path, _, name = self.executor.partition(":")
+        cls = getattr(importlib.import_module(path), name)
+        executor = cls.create(module, realization, plan, bits, threads)
+        executor.spec = self
+        return executor
+
+
+class Executor(Protocol):
+    """What every backend's executor offers: its record, its realization, and a call of
+    the entry (or function `entry`) on runtime values."""
+
+    spec: Backend
+    realization: Realization
+
+    def call(self, args: list[Value], ctx=None, entry: str | None = None) -> Value: ...
+
+
+REGISTRY: dict[str, Backend] = {
+    b.name: b
+    for b in (
+        Backend(
+            "interp",
+            "the exact reference, MPFR numbers at --bits",
+            "presk.backends.interp:Interpreter",
+            "core",
+            exact=True,
+        ),
+        Backend(
+            "kernel",
+            "the kernel evaluator in --realize",
+            "presk.backends.kernel:KernelBackend",
+            "kernel",
+        ),
+        Backend(
+            "mlir",
+            "the kernels compiled to native code through MLIR",
+            "presk.backends.mlir:MlirBackend",
+            "affine",
+            native=True,
+        ),
+    )
+}
+
+
+def backend(name: str) -> Backend:
+    """The backend registered as `name` (a usage error naming the nearest otherwise)."""
+    found = REGISTRY.get(name)
+    if found is None:
+        near = closest(name, REGISTRY)
+        hint = f"; did you mean {near}?" if near else ""
+        raise UsageError(f"unknown backend {name!r} (backends: {', '.join(REGISTRY)}){hint}")
+    return found
 
 
 def make(
@@ -25,32 +115,27 @@ def make(
     realize="f64",
     threads: int | None = None,
     plan: str | None = None,
-):
-    """The backend `name` for `module`; a machine backend lowers the module in place
-    (`stages.kernel`). `realize` is a realization or its spelling (`f32`, `@R.json`:
-    presk/realize.py); `threads` the mlir backend's (default: `toolchain.default_threads()`);
-    `plan` a plan file whose realization (if it has one) replaces a uniform `realize` and
-    whose layouts move the nests it names, `auto` (the cost model's layouts for this
-    machine: the mlir backend's default) or `default` (each nest's default layout: the
-    kernel evaluator's)."""
-    if name not in BACKENDS:
-        raise UsageError(f"unknown backend {name!r} (backends: {', '.join(BACKENDS)})")
-    if name == "mlir" and plan is None:  # native code runs the cost model's layouts
-        plan = plans.AUTO
-    r = stages.realization(realize, plan if name != "interp" else None)
-    if name == "interp":
-        from presk.backends.interp import Interpreter
+) -> Executor:
+    """The backend `name` for a PSK-Core module (its derivatives expanded; changed in
+    place): a reference computes it at `bits`, taking of `realize` its parameters' types;
+    a machine backend first lowers it to the kernel stage for `realize` and `plan`
+    (`stages.Lowering`)."""
+    spec = backend(name)
+    lowering = stages.Lowering.of(realize, None if spec.exact else plan)
+    if not spec.exact:
+        lowering.lower(module)
+    return spec.make(module, lowering.realization, lowering.plan, bits, threads)
 
-        program = read_host_program(module)
-        realizations.check_paths(r, stages.parameter_paths(program))
-        return Interpreter(program, bits, r)
-    stages.kernel(module, r, plan)
-    machine = MACHINES[r.default]
-    if name == "kernel":
-        from presk.backends.kernel import KernelBackend
 
-        return KernelBackend(read_host_program(module), module, machine, r)
-    from presk.backends.mlir import MlirBackend
+def names(exact: bool | None = None, native: bool | None = None) -> tuple[str, ...]:
+    """The registered backends' names, those with the capabilities given."""
+    return tuple(
+        b.name
+        for b in REGISTRY.values()
+        if (exact is None or b.exact == exact) and (native is None or b.native == native)
+    )
 
-    stages.affine(module, vector_bytes())
-    return MlirBackend(read_host_program(module), module, machine, r, threads or default_threads())
+
+def described(exact: bool | None = None, native: bool | None = None) -> str:
+    """`name: help; …` of the backends `names` gives, for a flag's help."""
+    return "; ".join(f"{n}: {REGISTRY[n].help}" for n in names(exact, native))

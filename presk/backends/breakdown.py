@@ -96,7 +96,7 @@ class Profile:
         counts[LAUNCHES] = sum(isinstance(x, Launch) for x in schedule.labels)
         out = [
             Part(
-                " ".join(key) if isinstance(key, tuple) else key,
+                " ".join(key) if isinstance(key, tuple) else str(key),
                 "kernel" if isinstance(key, tuple) else "host",
                 seconds * 1e3,
                 counts.get(key, 0),

@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from presk import stages
+from presk.backends import REGISTRY
 from presk.backends.host import CallContext, Host
-from presk.core.program import HostProgram, Op
+from presk.core.program import HostProgram, Op, read_host_program
 from presk.errors import RuntimeDataError
 from presk.ir.types import leaves
 from presk.prims import exact
 from presk.prims.base import Apply
 from presk.progress import Progress
 from presk.quantize import realized_args
-from presk.realize import Realization
+from presk.realize import Realization, check_paths
 from presk.runtime.values import Tensor, Value, map_leaves
 
 
@@ -72,7 +74,7 @@ def applications(program: HostProgram, name: str, memo: dict[str, int]) -> int:
 
 
 class Interpreter:
-    name = "interp"
+    spec = REGISTRY["interp"]
 
     def __init__(
         self, program: HostProgram, bits: int = 256, realization: Realization | None = None
@@ -83,6 +85,14 @@ class Interpreter:
         self.host = Host(program, self._apply)
         self._applications: dict[str, int] = {}
         self._progress: Progress | None = None  # while a call runs
+
+    @classmethod
+    def create(cls, module, realization: Realization, plan, bits: int, threads) -> Interpreter:
+        """The reference for a PSK-Core module; of a realization only its parameters' types
+        apply (a plan's layouts and threads are the machine backends')."""
+        program = read_host_program(module)
+        check_paths(realization, stages.parameter_paths(program))
+        return cls(program, bits, realization)
 
     def _apply(self, op: Op, ins: list[Value], ctx: CallContext, draw) -> Tensor:
         ap = Apply(op.attrs, [t.type for t in ins], op.type, op.site or "", ctx.training, draw)

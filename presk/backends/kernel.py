@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from presk.backends import REGISTRY
 from presk.backends.host import CallContext, Host
 from presk.backends.launch import LaunchPlan, LaunchPlans
-from presk.core.program import HostProgram, Op
+from presk.core.program import HostProgram, Op, read_host_program
 from presk.kernel.builder import rounded
 from presk.kernel.evaluator import read_kernel, run_kernel
-from presk.kernel.machine import Machine, storage_of, to_storage
+from presk.kernel.machine import MACHINES, Machine, storage_of, to_storage
 from presk.quantize import machine_args
 from presk.realize import Realization
 from presk.runtime.values import Tensor, Value
@@ -49,7 +50,7 @@ class Kernels(dict):
 
 
 class KernelBackend:
-    name = "kernel"
+    spec = REGISTRY["kernel"]
 
     def __init__(
         self, program: HostProgram, module, machine: Machine, realization: Realization | None = None
@@ -64,6 +65,11 @@ class KernelBackend:
         self.host = Host(program, self._apply)
         self.launches = 0
         self.unfused = 0  # the launches the same run would make without fusion
+
+    @classmethod
+    def create(cls, module, realization: Realization, plan, bits, threads) -> KernelBackend:
+        """The kernel evaluator over a kernel-stage module, at the layouts it has."""
+        return cls(read_host_program(module), module, MACHINES[realization.default], realization)
 
     def storage(self, t: Tensor) -> Tensor:
         return Tensor(t.type, to_storage(t.data, storage_of(t.type, self.machine)))

@@ -23,6 +23,8 @@ import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from presk import plans, stages
+from presk.backends import REGISTRY
 from presk.backends.host import CallContext
 from presk.backends.kernel import Kernels
 from presk.backends.launch import LaunchPlans
@@ -36,12 +38,13 @@ from presk.backends.native import (
 from presk.backends.replay import Segment, replay_for
 from presk.backends.schedule import Launch, Schedule
 from presk.backends.workers import Workers
-from presk.core.program import HostProgram
-from presk.kernel.machine import Machine
+from presk.core.program import HostProgram, read_host_program
+from presk.kernel.machine import MACHINES, Machine
 from presk.kernel.weights import quant_inputs
 from presk.progress import Progress
 from presk.quantize import realized_args
 from presk.realize import Realization
+from presk.toolchain import default_threads, vector_bytes
 
 # Below this many scalar operations a launch runs on one thread: handing pieces to the
 # workers costs tens of microseconds.
@@ -141,7 +144,7 @@ def _collector_paused():
 class MlirBackend:
     """The kernel backend's plans of its launches, run natively by a schedule an entry."""
 
-    name = "mlir"
+    spec = REGISTRY["mlir"]
 
     def __init__(
         self,
@@ -169,6 +172,19 @@ class MlirBackend:
         self.natives: dict[str, Native] = {}  # by kernel name: those of its bundle, held
         self._trace: _Trace | None = None  # while a schedule is traced
         self._element_names: dict = {}  # by element type (`_element_name`)
+
+    @classmethod
+    def create(cls, module, realization: Realization, plan, bits, threads) -> MlirBackend:
+        """Native code for a kernel-stage module: without a plan, its nests moved to the
+        cost model's layouts for this machine (`auto`), then code-generated for this
+        machine's vectors (the affine stage) and compiled kernel by kernel as called."""
+        if plan is None:
+            stages.layout_pipeline(plans.AUTO).run(module)
+        stages.affine(module, vector_bytes())
+        machine = MACHINES[realization.default]
+        return cls(
+            read_host_program(module), module, machine, realization, threads or default_threads()
+        )
 
     def call(self, args, ctx: CallContext | None = None, entry: str | None = None):
         ctx = ctx or CallContext()

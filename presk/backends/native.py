@@ -153,7 +153,7 @@ class Compiler:
             [
                 importlib.metadata.version("xtc-mlir-python-bindings"),
                 *host_cpu(),
-                stages.LLVM_PIPELINE,
+                stages.LLVM_PIPELINE.text(),
                 f"opt{OPT_LEVEL}",
             ]
         )

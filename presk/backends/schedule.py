@@ -13,10 +13,12 @@ Each run of launches with no host step between them is one step, a segment the b
 replays in C in one native call (presk/backends/replay.py), launches split over the
 workers included: the replay runtime runs their pieces on native threads.
 
-Each step has a label (the `Launch` it makes, the launches of a segment, or the name of
-its host work), read only by `presk bench --breakdown`, which sets `profile` to time a
-replay step by step, a segment's launches timed inside C (presk/backends/breakdown.py);
-an untimed replay reads neither.
+Each step has a label (the `Launch` it makes, the launches of a segment, or the
+`HostStep` of its host work), read only by `presk bench --breakdown`, which sets
+`profile` to time a replay step by step, a segment's launches timed inside C
+(presk/backends/breakdown.py), and by the C export, which re-emits the steps; an untimed
+replay reads neither. What a schedule asks of the backend it traces for is the protocol
+`Tracer`: the MLIR backend is one, the C export's tracer (presk/export/trace.py) another.
 """
 
 from __future__ import annotations
@@ -24,21 +26,24 @@ from __future__ import annotations
 import ctypes
 import math
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from itertools import groupby
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from presk.backends.host import CallContext, Draw, Host, locate
 from presk.backends.kernel import host_value, sample
 from presk.backends.launch import LaunchPlan
+from presk.core.program import HostProgram
 from presk.errors import PreskError
 from presk.ir.types import RecordType, TensorType, TupleType
-from presk.kernel.machine import ELEMENTS, storage_of, to_storage
+from presk.kernel.machine import ELEMENTS, Machine, storage_of, to_storage
 from presk.kernel.weights import Weights
 from presk.prims.rows import check_indices
 from presk.quantize import Quantized, realized_elements, takes_parameters
+from presk.realize import Realization
 from presk.runtime import rng
 from presk.runtime.values import Tensor, Value, build
 
@@ -79,16 +84,41 @@ class GatherCheck:
     site: str
 
 
-class HostLabel(str):
-    """A host step's label (`host: gather check`), with what the step does where a reader
-    re-emits it (the C export): a `StackLayers`, a `GatherCheck`, or None."""
+@dataclass(frozen=True)
+class HostStep:
+    """A host step's label: what it does (`gather check`), and for a step a reader re-emits
+    (the C export) its record, a `StackLayers` or a `GatherCheck`."""
 
-    detail: StackLayers | GatherCheck | None
+    what: str
+    detail: StackLayers | GatherCheck | None = field(default=None, compare=False)
 
-    def __new__(cls, text: str, detail: StackLayers | GatherCheck | None = None):
-        label = super().__new__(cls, text)
-        label.detail = detail
-        return label
+    def __str__(self) -> str:
+        return f"host: {self.what}"
+
+
+@runtime_checkable
+class Tracer(Protocol):
+    """What a `Schedule` asks of the backend it traces for: the program and how its
+    values are typed, each launch's plan and kernel, and the steps that run them (a
+    launch, a segment of launches replayed in C, the copy stacking a fold's layers, the
+    draw of dropout's keep mask)."""
+
+    program: HostProgram
+    realization: Realization
+    machine: Machine
+    kernels: Mapping[str, object]
+
+    def plans(self, op, inputs: int, training: bool) -> LaunchPlan: ...
+
+    def launch_step(self, kernel, buffers: list[tuple[int, int]]): ...
+
+    def in_segment(self, kernel) -> bool: ...
+
+    def segment_step(self, launches: list[Launch]): ...
+
+    def copy(self, nbytes: int): ...
+
+    def dropout_keep(self, elements: int): ...
 
 
 @dataclass(frozen=True)
@@ -138,10 +168,10 @@ def flattener(t) -> Callable[[Value], list[Tensor]]:
 
 
 class Schedule:
-    def __init__(self, backend, entry: str, training: bool):
+    def __init__(self, backend: Tracer, entry: str, training: bool):
         self.backend = backend
         self.steps: list = []
-        self.labels: list[Launch | str] = []  # each step's, for a breakdown
+        self.labels: list[Launch | HostStep] = []  # each step's, for a breakdown
         # checks of the arguments alone (the tokens' range): run first, so the launches
         # between them stay one segment and a bad argument stops the call before any work
         self.checks: list[tuple[object, str]] = []
@@ -173,7 +203,7 @@ class Schedule:
         self.labels = [label for _, label in self.checks] + self.labels
         self.segments = self._segmented()  # the steps a call runs, with their labels
 
-    def _segmented(self) -> list[tuple[object, Launch | str | list[Launch]]]:
+    def _segmented(self) -> list[tuple[object, Launch | HostStep | list[Launch]]]:
         """The steps and their labels, each run of launches the backend may replay in C
         made one step, labelled by its launches."""
         out = []
@@ -212,12 +242,12 @@ class Schedule:
         self.consts.append(np.ascontiguousarray(data))
         return Buf(self.inputs + len(self.consts), 0, data.shape, data.dtype)
 
-    def _add(self, step, label: Launch | str) -> None:
+    def _add(self, step, label: Launch | HostStep) -> None:
         self.steps.append(step)
         self.labels.append(label)
 
-    def _host_step(self, op, fn, label: str, first: bool = False) -> None:
-        """A step of host work on data (`label` names it), its errors located at `op`; with
+    def _host_step(self, op, fn, label: HostStep, first: bool = False) -> None:
+        """A step of host work on data (`label` says what), its errors located at `op`; with
         `first`, one that reads only the arguments, run before every other step."""
 
         def step(regions, arrays, ctx):
@@ -253,7 +283,7 @@ class Schedule:
             for region, offset, dst in pieces:
                 ctypes.memmove(regions[ARENA] + dst, regions[region] + offset, n)
 
-        self._add(step, HostLabel("host: stack layers", StackLayers(pieces, n)))
+        self._add(step, HostStep("stack layers", StackLayers(pieces, n)))
         return out
 
     def _converted(self, buf: Buf | Quantized, element: str, op) -> Buf:
@@ -265,7 +295,7 @@ class Schedule:
         def convert(arrays, ctx):
             view(out, arrays)[...] = to_storage(materialized(buf, arrays), element)
 
-        self._host_step(op, convert, "host: convert")
+        self._host_step(op, convert, HostStep("convert"))
         return out
 
     def _apply(self, op, ins: list, ctx: CallContext, draw: Draw) -> Tensor:
@@ -280,7 +310,7 @@ class Schedule:
                 where = Draw(ctx, draw.kind, draw.where)
                 view(out, arrays)[...] = sample(view(logits.data, arrays), axis, where)
 
-            self._host_step(op, draw_sample, "host: sample")
+            self._host_step(op, draw_sample, HostStep("sample"))
             return Tensor(op.type, out)
         t = host_value(op, ins, self.backend.machine)
         return t if isinstance(t.data, Buf) else Tensor(t.type, self._const(t.data))
@@ -303,7 +333,7 @@ class Schedule:
             def check(arrays, ctx):  # the bound found once, at the trace
                 check_indices(view(indices, arrays), gather.size, gather.what)
 
-            label = HostLabel("host: gather check", gather)
+            label = HostStep("gather check", gather)
             self._host_step(op, check, label, first=indices.region != ARENA)
         kernel = self.backend.kernels[plan.kernel]
         buffers = [(b.region, b.offset) for b in bufs]
@@ -325,7 +355,7 @@ class Schedule:
             k = rng.key(ctx.seed, Draw(ctx, draw.kind, draw.where).path)
             view(key, arrays)[...] = (k & WORD, k >> 64, rate)
 
-        self._host_step(op, write_key, "host: dropout key", first=True)
+        self._host_step(op, write_key, HostStep("dropout key"), first=True)
         keep = self.backend.dropout_keep(math.prod(mask.shape))
         buffers = [(key.region, key.offset), (mask.region, mask.offset)]
         self._add(self.backend.launch_step(keep, buffers), Launch(op.site, keep, buffers))

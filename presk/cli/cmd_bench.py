@@ -49,8 +49,8 @@ def configure(p) -> None:
     p.add_argument(
         "--backends",
         metavar="B,…",
-        help="the backends to time, the first the baseline: interp, kernel, mlir (default "
-        "mlir; the reference and the kernel evaluator only on request)",
+        help=f"the backends to time, the first the baseline: {', '.join(backends.names())} "
+        f"(default {backends.names(native=True)[0]}; the others only on request)",
     )
     p.add_argument(
         "--realize",
@@ -176,7 +176,8 @@ def run(args) -> int:
         return _sweep(args)
     if args.breakdown:
         return _breakdown(args)
-    names = _listed(args.backends or "mlir", backends.BACKENDS, "--backends")
+    native = backends.names(native=True)[0]
+    names = _listed(args.backends or native, backends.names(), "--backends")
     types = [t.strip() for t in args.realize.split(",") if t.strip()]
     for t in types:
         realizations.read(t)  # E7001 before any timing
@@ -184,16 +185,17 @@ def run(args) -> int:
     program = load_program(args.file)
     rows = []
     for name in names:
-        for realize in [None] if name == "interp" else types:
+        spec = backends.backend(name)
+        for realize in [None] if spec.exact else types:
             variants = [("", args.plan)]
             if args.lanes and realize is not None:
                 variants.append(("+lanes", _lanes_plan(args, program, realize)))
             for variant, plan in variants:
                 core = elaborate_args(args, program, train_step=args.train_step)
-                compiled = core.lower(realize or "f64", plan).compile(name, threads, args.bits)
+                compiled = core.compile(name, realize or "f64", plan, threads, args.bits)
                 runs = timed(compiled.drawn(args.seed, args.weights), args.repeat)
                 row = Row(name, realize, runs, variant=variant)
-                if name == "mlir" and not variant:
+                if spec.native and not variant:
                     row.compile = _compile_times(compiled.backend)
                 rows.append(row)
     sys.stdout.write(_json(rows, args) if args.format == "json" else _text(rows, args))
@@ -278,7 +280,8 @@ def _sweep(args) -> int:
 
     core = elaborate_args(args, program, train_step=args.train_step)
     target = Target.host()
-    choices = {c.site: c for c in choose(core.lower(realize).module.operation, realize, target)}
+    module = core.lower(realize).module  # held: its ops live while it does
+    choices = {c.site: c for c in choose(module.operation, realize, target)}
     if not choices:
         raise UsageError(f"{args.entry} has no contraction to sweep")
     site = args.nest or max(choices.values(), key=lambda c: c.default_cycles).site
@@ -341,7 +344,7 @@ def _calibrate(args) -> int:
 def _breakdown(args) -> int:
     """Each part of a call's time on the mlir backend, per realization: the parts of the
     median of --repeat profiled calls, beside the median of --repeat calls untimed inside."""
-    if args.backends not in (None, "mlir") or args.lanes:
+    if args.backends is not None or args.lanes:
         raise UsageError(
             "--breakdown times the mlir backend at the given layouts alone: "
             "drop --backends and --lanes"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from presk import backends
 from presk.cli.common import whole_number
 from presk.cli.programs import (
     Defaulted,
@@ -19,8 +20,6 @@ from presk.precision.bound import Propagation, measured_gap
 from presk.precision.envelope import Envelope
 from presk.precision.rules import MODELS
 from presk.progress import Progress
-
-BACKENDS = ("mlir", "kernel")
 
 
 def configure(p) -> None:
@@ -64,7 +63,7 @@ def configure(p) -> None:
     )
     p.add_argument(
         "--backend",
-        choices=BACKENDS,
+        choices=backends.names(exact=False),
         default="mlir",
         help="the backend --measure runs the realization on (default mlir)",
     )

@@ -19,7 +19,6 @@ from presk.cli.programs import (
     reference_bits,
 )
 from presk.core.program import HostProgram, read_host_program
-from presk.core.text import core_text
 from presk.errors import UsageError
 from presk.ir.types import TupleType, leaves
 from presk.kernel.text import kernel_text
@@ -98,23 +97,23 @@ def run(args) -> int:
         )
         sys.stdout.write(sensitivity.text(found))
         return 0
-    module = elaborate_args(args, program).module
+    core = elaborate_args(args, program)
     if args.stage == "core":
         if args.format == "mlir":  # what the kernel stage's pipeline starts from
-            stages.realize_attributes(module, args.realize)
-        sys.stdout.write(str(module) if args.format == "mlir" else core_text(module))
+            stages.realize_attributes(core.module, args.realize)
+        sys.stdout.write(core.as_text(mlir=args.format == "mlir"))
         return 0
-    plan = plan_of(args)
-    r = stages.realization(args.realize, plan)
-    pipeline = stages.kernel_pipeline(r, plan)
-    stages.kernel(module, r, plan)
+    kernels = core.lower(args.realize, plan_of(args))
+    label = kernels.realization.label
+    pipeline = kernels.lowering.pipeline().text()
     if args.stage != "kernel":
         width = args.vector_bytes or vector_bytes()
-        sys.stdout.write(lowered_dump(module, args.stage, r.default, args.format, width))
+        sys.stdout.write(lowered_dump(kernels, args.stage, args.format, width))
     elif args.format == "text":
-        sys.stdout.write(kernel_dump(module, r.label, pipeline))
+        sys.stdout.write(kernel_dump(kernels.module, label, pipeline))
     else:
-        sys.stdout.write(_comments(_from_core("kernel", r.label, pipeline), "//") + str(module))
+        header = _comments(_from_core("kernel", label, pipeline), "//")
+        sys.stdout.write(header + kernels.as_text(mlir=True))
     return 0
 
 
@@ -194,23 +193,14 @@ def _ops(kernel) -> int:
     return attrs["psk_kernel.ops"].value if "psk_kernel.ops" in attrs else 1
 
 
-def lowered_dump(module, stage: str, machine: str, fmt: str, width: int) -> str:
+def lowered_dump(kernels, stage: str, fmt: str, width: int) -> str:
     """The kernels at the affine or LLVM stage for vectors of `width` bytes, headed by the
     pipeline that gives them from the kernel stage (`presk dump --stage kernel --format
     mlir`), for presk-opt. Text shows the kernels alone, mlir the whole module (at the
     affine stage, the host too)."""
-    stages.affine(module, width)
-    pipelines = [stages.affine_pipeline(width)]
-    if stage == "llvm":
-        stages.llvm(module)
-        pipelines.append(stages.LLVM_PIPELINE)
-    lines = [f"// {stage} stage, {machine}, from the kernel stage by:"]
-    lines += [f"//   presk-opt --pass-pipeline='{p}'" for p in pipelines]
-    if fmt == "mlir":
-        return "\n".join(lines) + "\n" + str(module)
-    body = [str(f) for f in module.body.operations if _is_kernel(f.operation)]
-    return "\n".join(lines + body) + "\n"
-
-
-def _is_kernel(op) -> bool:
-    return "psk_kernel.kernel" in op.attributes or op.name == "llvm.func"
+    pipelines = [stages.affine_pipeline(width)] + (
+        [stages.LLVM_PIPELINE] if stage == "llvm" else []
+    )
+    lines = [f"// {stage} stage, {kernels.realization.default}, from the kernel stage by:"]
+    lines += [f"//   presk-opt --pass-pipeline='{p.text()}'" for p in pipelines]
+    return "\n".join(lines) + "\n" + kernels.as_text(stage, fmt == "mlir", width)

@@ -10,6 +10,7 @@ from decimal import ROUND_FLOOR, Decimal
 
 import numpy as np
 
+from presk import backends
 from presk.cli.cmd_generate import recorded_setup
 from presk.cli.common import positive_count, real_number
 from presk.cli.programs import (
@@ -36,7 +37,6 @@ from presk.progress import Progress
 from presk.toolchain import default_threads
 from presk.train.data import Windows
 
-BACKENDS = ("kernel", "mlir")
 _positive = real_number("a number between 0 and 1", strict=True)
 
 
@@ -103,7 +103,7 @@ def configure(p) -> None:
     )
     p.add_argument(
         "--backend",
-        choices=BACKENDS,
+        choices=backends.names(exact=False),
         help="where --check runs the realization: the kernel evaluator (default) or native "
         "code through MLIR (the same bits)",
     )

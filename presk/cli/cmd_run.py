@@ -75,8 +75,8 @@ def run(args) -> int:
     if args.out:
         output.write_npz(args.out, result)
     if args.format == "json":
-        header = {"entry": program.entry, "backend": backend.name, "seed": args.seed}
-        if args.backend == "interp":
+        header = {"entry": program.entry, "backend": backend.spec.name, "seed": args.seed}
+        if backend.spec.exact:
             header["bits"] = args.bits
         else:  # the type the kernels run in, a plan's if it names one
             header["realize"] = backend.realization.label

@@ -32,7 +32,7 @@ from presk.precision.profile import other_machine, read_profile
 from presk.precision.quant_pass import quantize_after, table_text
 from presk.precision.sensitivity import AT_INITIALISATION, SWEEPS, zero_at_initialisation
 from presk.precision.solve import (
-    BACKENDS,
+    MEASURES,
     NARROWINGS,
     Gauge,
     Options,
@@ -155,7 +155,7 @@ def add_solve_args(p, budgets, precision_required: bool = True) -> None:
     )
     p.add_argument(
         "--measure",
-        choices=tuple(BACKENDS),
+        choices=MEASURES,
         default="kernel",
         help="run candidates on the kernel evaluator (default) or natively: the same bits",
     )

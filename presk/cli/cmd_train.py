@@ -7,9 +7,8 @@ import sys
 import time
 from dataclasses import asdict
 
+from presk import backends, stages
 from presk import realize as realizations
-from presk import stages
-from presk.backends import BACKENDS
 from presk.cli.common import count, positive_count, real_number, seed_number
 from presk.cli.programs import (
     Defaulted,
@@ -191,7 +190,7 @@ def setup_of_run(args, meta: dict) -> None:
     for flag, key in _HYPER_FLAGS.items():
         if getattr(args, flag) is None and key in hyper:
             setattr(args, flag, hyper[key])
-    if not given(args.backend) and meta.get("backend") in BACKENDS:
+    if not given(args.backend) and meta.get("backend") in backends.REGISTRY:
         args.backend = meta["backend"]
 
 
@@ -290,8 +289,9 @@ def run(args) -> int:
     for flag, default in SETUP_DEFAULTS.items():
         if getattr(args, flag) is None:
             setattr(args, flag, default)
-    plan = plan_of(args) if args.backend != "interp" else None  # the reference has none
-    realization = stages.realization(args.realize, plan)  # a plan's type, if it names one
+    # a plan's type, if it names one; the reference takes no plan
+    plan = None if backends.backend(args.backend).exact else plan_of(args)
+    realization = stages.Lowering.of(args.realize, plan).realization
     check_trainable(realization)  # before the program is elaborated and compiled
     program = load_program(args.file)
     _bind_batch(args, program)

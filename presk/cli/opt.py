@@ -21,7 +21,7 @@ from presk.fileio import read_text, too_deep, write_atomic
 from presk.ir.context import new_context
 from presk.ir.diagnostics import ir_error
 from presk.passes import registry
-from presk.pipeline import build_pass_manager
+from presk.pipeline import parse_pipeline
 from presk.toolchain import upstream_passes
 
 SPLIT_MARKER = re.compile(r"^// -----.*$", re.MULTILINE)
@@ -156,7 +156,7 @@ def process_chunk(
     except ir.MLIRError as e:
         raise ir_error(e, display, offset, full_text) from None
     with ctx, ir.Location.unknown():
-        pm = build_pass_manager(args.pass_pipeline, ctx) if args.pass_pipeline else None
+        pm = parse_pipeline(args.pass_pipeline).pass_manager(ctx) if args.pass_pipeline else None
         tree = None
         if pm is not None and (args.print_ir_after_all or args.print_ir_before_all):
             pm.enable_ir_printing(

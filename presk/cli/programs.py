@@ -172,10 +172,10 @@ def add_sample_args(p, machine_backend: str, weights_help: str = WEIGHTS_HELP) -
     )
     p.add_argument(
         "--backend",
-        choices=("kernel", "mlir"),
+        choices=backends.names(exact=False),
         default=machine_backend,
-        help=f"where the realization runs: the kernel evaluator or native code through "
-        f"MLIR, the same bits (default {machine_backend})",
+        help=f"where the realization runs, the same bits on each (default {machine_backend}): "
+        + backends.described(exact=False),
     )
 
 
@@ -201,10 +201,9 @@ def add_warmup_args(p, defaults: bool = True) -> None:
 def add_backend_args(p, default: str = "interp") -> None:
     p.add_argument(
         "--backend",
-        choices=backends.BACKENDS,
+        choices=backends.names(),
         default=default,
-        help="interp: the exact reference; kernel: the kernel evaluator in --realize; "
-        "mlir: the kernels compiled to native code through MLIR",
+        help=backends.described() + f" (default {default})",
     )
     p.add_argument(
         "--bits",
@@ -243,16 +242,17 @@ def plan_of(args) -> str | None:
 
 
 def compile_args(args, core: api.Core) -> api.Compiled:
-    """`core` lowered in `--realize` (and `--plan`), compiled for `--backend`."""
+    """`core` on `--backend`: a reference at `--bits`, else lowered in `--realize` (and
+    `--plan`) and compiled."""
     check_plan_realization(args)
-    if args.plan and args.backend == "interp":
-        print(
-            f"note: the reference (--backend interp) computes exactly at --bits {args.bits}: "
-            "it takes neither the plan's layouts nor its realize",
-            file=sys.stderr,
-        )
-    kernels = core.lower(args.realize, args.plan)
-    return kernels.compile(args.backend, threads=args.threads, bits=args.bits)
+    if backends.backend(args.backend).exact:
+        if args.plan:
+            print(
+                f"note: the reference (--backend {args.backend}) computes exactly at --bits "
+                f"{args.bits}: it takes neither the plan's layouts nor its realize",
+                file=sys.stderr,
+            )
+    return core.compile(args.backend, args.realize, args.plan, args.threads, args.bits)
 
 
 def check_plan_realization(args) -> None:

@@ -21,6 +21,7 @@ from presk import quantize
 from presk.backends.schedule import Schedule, flatten
 from presk.export import files, host, kernels_c, trace
 from presk.fileio import write_atomic
+from presk.ir.ops import clone_module
 from presk.kernel.weights import Weights
 from presk.runtime.inputs import arguments, parameters
 from presk.runtime.values import Value, leaves
@@ -78,7 +79,7 @@ def export_c(kernels, seed: int = 0, weights: str | None = None, params=None) ->
     """`kernels` (an api.Kernels) as a C program, its parameters `params` (a runtime
     value) if given, else initialised from `seed` or read from `weights` (a checkpoint or
     parameters file); with the tokenizer a `weights` checkpoint records, if any."""
-    module = kernels_c.scalar_affine(_copy(kernels.module))
+    module = kernels_c.scalar_affine(clone_module(kernels.module))
     schedule = trace.trace(module, kernels.realization)
     steps = trace.host_steps(schedule)
     launched = sorted({s.kernel.name for s in steps if isinstance(s, trace.Launch)})
@@ -111,10 +112,3 @@ def export_c(kernels, seed: int = 0, weights: str | None = None, params=None) ->
     tokenizer = recorded(checkpoint_meta(weights), weights) if weights else None
     model.files = files.model_files(kernels, model, regions[:taken], emitted, tokenizer)
     return model
-
-
-def _copy(module):
-    """A copy of a module, for the export to lower in place."""
-    from mlir import ir
-
-    return ir.Module.parse(module.operation.get_asm(enable_debug_info=True), module.context)

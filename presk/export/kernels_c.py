@@ -29,15 +29,20 @@ import subprocess
 from mlir import ir
 from mlir.dialects import arith, emitc, memref
 
-from presk import stages
 from presk.errors import ToolchainError, UsageError
+from presk.passes.psk_strip_host import PskStripHost
+from presk.pipeline import Pipeline, Upstream
+from presk.stages import SCALAR_AFFINE
 from presk.toolchain import mlir_tool
 
-SCALAR_AFFINE = "builtin.module(psk-kernel-to-affine,psk-hoist-loads,psk-promote-registers)"
-SCALAR_LOOPS = (
-    "builtin.module(psk-strip-host,func.func(arith-expand{include-bf16=true}),lower-affine)"
+SCALAR_LOOPS = Pipeline(
+    (
+        PskStripHost(),
+        Upstream("func.func(arith-expand{include-bf16=true})"),
+        Upstream("lower-affine"),
+    )
 )
-TO_EMITC = "builtin.module(convert-math-to-libm,convert-to-emitc)"
+TO_EMITC = Pipeline((Upstream("convert-math-to-libm"), Upstream("convert-to-emitc")))
 # the C helpers a bit cast becomes, by (from, to) type
 BIT_CASTS = {
     ("f32", "i32"): "presk_f32_bits",
@@ -56,7 +61,7 @@ def c_name(kernel: str) -> str:
 def scalar_affine(module: ir.Module) -> ir.Module:
     """The kernel stage's kernels as scalar affine loops (the host program kept, for the
     trace). Changes `module` in place and returns it."""
-    stages.run_pipeline(SCALAR_AFFINE, module)
+    SCALAR_AFFINE.run(module)
     vectors = [op for op in _ops(module.operation) if op.name.startswith("vector.")]
     if vectors:
         raise UsageError(
@@ -71,7 +76,7 @@ def emitc_module(module: ir.Module, launched: list[str], host: str) -> str:
     named by `c_name`, then the ops of `host` (MLIR text: presk/export/host.py), in the
     EmitC dialect (its text); the module is consumed."""
     with module.context, ir.Location.unknown():
-        stages.run_pipeline(SCALAR_LOOPS, module)
+        SCALAR_LOOPS.run(module)
         for f in list(module.body.operations):
             f = f.operation
             name = f.attributes["sym_name"].value
@@ -92,7 +97,7 @@ def emitc_module(module: ir.Module, launched: list[str], host: str) -> str:
         assert text.endswith("}")
         module = ir.Module.parse(f"{text[:-1]}\n{host}\n}}", module.context)
         _bit_casts_as_calls(module)
-        stages.run_pipeline(TO_EMITC, module)
+        TO_EMITC.run(module)
         _drop_unused(module)
         return str(module)
 

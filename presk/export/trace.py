@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from presk.backends.kernel import Kernels
 from presk.backends.launch import LaunchPlans
-from presk.backends.schedule import GatherCheck, HostLabel, Launch, Schedule, StackLayers
+from presk.backends.schedule import GatherCheck, Launch, Schedule, StackLayers
 from presk.core.program import read_host_program
 from presk.errors import UsageError
 from presk.kernel.machine import MACHINES
@@ -45,9 +45,10 @@ def _kernel(f) -> Kernel:
 
 
 class _Tracer:
-    """What a `Schedule` asks of the MLIR backend while it traces: the program, the
-    realization, each launch's plan and kernel. A launch step is never run, and no
-    launch joins a segment (a segment would build the replay runtime)."""
+    """A schedule's `Tracer` (presk/backends/schedule.py) that compiles nothing: the
+    program, the realization, each launch's plan and kernel. A launch step is never run,
+    and no launch joins a segment (a segment would build the replay runtime); the entry
+    is traced in forward mode, where dropout draws no mask."""
 
     def __init__(self, program, module, realization):
         self.program = program
@@ -62,8 +63,14 @@ class _Tracer:
     def in_segment(self, kernel) -> bool:
         return False
 
+    def segment_step(self, launches):
+        raise AssertionError("the C export's trace joins no launch to a segment")
+
     def copy(self, nbytes: int) -> None:  # layers are stacked by a host step the export reads
         return None
+
+    def dropout_keep(self, elements: int):
+        raise AssertionError("the C export traces forward mode, where dropout draws no mask")
 
 
 def trace(kernels_module, realization, entry: str | None = None) -> Schedule:
@@ -82,8 +89,8 @@ def host_steps(schedule: Schedule) -> list[Launch | StackLayers | GatherCheck]:
     for label in schedule.labels:
         if isinstance(label, Launch):
             out.append(label)
-        elif isinstance(label, HostLabel) and label.detail is not None:
+        elif label.detail is not None:
             out.append(label.detail)
         else:
-            raise UsageError(f"the C export cannot run the host step `{label[6:]}` of this entry")
+            raise UsageError(f"the C export cannot run the host step `{label.what}` of this entry")
     return out

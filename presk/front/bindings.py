@@ -69,6 +69,10 @@ class Spelling:
         """How to give a dim or const that is missing."""
         return self.binding(kind, name, None if self.api else "N")
 
+    def flag(self, name: str) -> str:
+        """An option by name: the flag `--realize`, or the argument `realize`."""
+        return name if self.api else f"--{name}"
+
     @property
     def entry(self) -> str:
         """How to give the entry: `--entry`, or the argument `entry`."""

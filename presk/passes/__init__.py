@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import pkgutil
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cache
@@ -40,6 +41,17 @@ class Pass:
     def run(self, module) -> None:  # module: mlir.ir.Operation (builtin.module)
         raise NotImplementedError(f"pass {self.name} has no run()")
 
+    def text(self) -> str:
+        """The pass as a pipeline spells it, `psk-tile{m=4 n=16}`: its options in
+        declaration order, but for those left empty ("" or 0: every nest, this machine's),
+        each value quoted where `from_options` must read it back whole."""
+        given = [
+            f"{f.name}={_option_text(getattr(self, f.name))}"
+            for f in dataclasses.fields(self)
+            if getattr(self, f.name) not in ("", 0)
+        ]
+        return self.name + (f"{{{' '.join(given)}}}" if given else "")
+
     @classmethod
     def options(cls) -> list[tuple[str, str, object]]:
         """Each option as (name, type, default), in declaration order: its fields."""
@@ -57,6 +69,28 @@ class Pass:
                 raise UsageError(f"pass {cls.name} has no option '{key}' (options: {known})")
             kwargs[f.name] = _convert(cls.name, key, raw, f.type)
         return cls(**kwargs)
+
+
+_PLAIN = re.compile(r"[\w@%+=:./()-]+")  # what an option value may hold unquoted
+
+
+def _option_text(value: object) -> str:
+    """An option's value as text (`interleaved(2)`), quoted as a shell would when it holds
+    anything else (a space, a comma, a quote, a brace, an unbalanced parenthesis):
+    presk/pipeline.py reads it back."""
+    text = str(value).lower() if isinstance(value, bool) else str(value)
+    if _PLAIN.fullmatch(text) and _balanced(text):
+        return text
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _balanced(text: str) -> bool:
+    depth = 0
+    for ch in text:
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth < 0:
+            return False
+    return depth == 0
 
 
 def _type_name(typ) -> str:

@@ -134,7 +134,7 @@ def bisect(
     args = sample_arguments(core, inputs, 0)
     machine = core.lower(realize).compile(backend, threads=1)
     runs, out = _machine_run(machine, args, inputs.seed)
-    reference = core.lower("f64").compile("interp", bits=bits)
+    reference = core.reference(bits)
     values, exact_out = _reference_run(reference, args, inputs.seed, {r.site for r in runs})
     with exact.context(bits):
         _measure(runs, values)
@@ -152,7 +152,7 @@ def _machine_run(compiled: Compiled, args: list, seed: int) -> tuple[list[Launch
     """The realization run once, every launch recorded in order, with its output."""
     runs: list[LaunchRun] = []
     backend = compiled.backend
-    if backend.name == "mlir":  # a schedule traced once, replayed over one arena
+    if backend.spec.native:  # a schedule traced once, replayed over one arena
         key = (backend.program.entry, False)
         backend.schedules[key] = _WatchedSchedule(backend, *key, runs=runs)
     else:

@@ -278,7 +278,7 @@ def arguments(core: Core, envelope: Envelope, realization: Realization) -> list[
     type or integer weights, else the kernels' type), named by its path, at the envelope's
     grain."""
     meta = envelope.meta
-    reference = core.lower("f64").compile("interp", bits=meta.bits)
+    reference = core.reference(meta.bits)
     names = core.view.entry_function.arg_names
     per_sample = []
     for index in range(meta.first, meta.first + meta.samples):
@@ -350,7 +350,7 @@ def exact_output(core: Core, meta: Meta, index: int) -> list[np.ndarray]:
     """The output's real leaves on sample `index` of an envelope, from the exact reference
     rounded to float64: what a measurement compares with (kept, since the reference is
     the slow run)."""
-    reference = core.lower("f64").compile("interp", bits=meta.bits)
+    reference = core.reference(meta.bits)
     out = _run(reference, sample_arguments(core, meta, index), sample_seed(meta, index))
     return [exact.to_float64(x.data) for x in _real_leaves(out)]
 

@@ -249,7 +249,7 @@ class Recorder:
     def __init__(self, job: Job):
         self.job = job
         self.core = job.core()
-        self.compiled = self.core.lower("f64").compile("interp", bits=job.meta.bits)
+        self.compiled = self.core.reference(job.meta.bits)
         host = self.compiled.backend.host
         self._apply, host.apply = host.apply, self._record
         self._static: dict[tuple, tuple[int, int]] = {}  # (work, summed operands) by shapes

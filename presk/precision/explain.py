@@ -46,8 +46,8 @@ from presk.kernel.text import kernel_text
 from presk.precision.bound import Propagation, measured_gap
 from presk.precision.envelope import envelope_for, json_number, site_order
 from presk.precision.integers import rung_name
-from presk.precision.offers import BYTES, RULES
-from presk.precision.solve import BACKENDS, Solution
+from presk.precision.offers import RULES, rung_bytes
+from presk.precision.solve import Solution, measured_on
 from presk.realize import Realization, read_json
 from presk.schemas import MOVES
 from presk.toolchain import llvm_tool
@@ -296,7 +296,7 @@ def checked(core: Core, r: Realization, envelope: str, measure: str) -> Checked:
     samples of the envelope at `envelope`."""
     env = envelope_for(envelope, core)
     bound = Propagation(core, env, r).run("cond").bound
-    gap = measured_gap(core, env, r, BACKENDS[measure])
+    gap = measured_gap(core, env, r, measured_on(measure))
     return Checked(envelope, env.meta.samples, bound, gap, measure)
 
 

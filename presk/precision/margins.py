@@ -147,7 +147,7 @@ def exact_batch(job: Job, index: int) -> np.ndarray:
 
 
 def _reference(core: Core, meta: Meta) -> Compiled:
-    return core.lower("f64").compile("interp", bits=meta.bits)
+    return core.reference(meta.bits)
 
 
 def logits_of(compiled: Compiled, core: Core, meta: Meta, index: int) -> np.ndarray:

@@ -89,7 +89,7 @@ def exact_output(core: Core, s: Sample, realization: Realization, bits: int) -> 
     """The exact reference's output (its real leaves, MPFR numbers) on the weights as
     `realization` stores them: the reference computes at `bits` whatever the record says
     of types, on the values its `params` and `quant` give the parameters."""
-    return outputs(core.lower(realization).compile("interp", bits=bits), s)
+    return outputs(core.reference(bits, realize=realization), s)
 
 
 def outputs(compiled: Compiled, s: Sample) -> list:
@@ -112,7 +112,7 @@ def split(
     (it is the same for every realization)."""
     # compiled first: a record the program or the backend refuses is refused before the
     # slow reference runs
-    machine = core.lower(realization).compile(backend, bits=bits)
+    machine = core.compile(backend, realization, bits=bits)
     truth = truth if truth is not None else exact_output(core, s, TRUE_WEIGHTS, bits)
     stored = exact_output(core, s, realization, bits) if _moves_weights(realization) else truth
     native = outputs(machine, s)

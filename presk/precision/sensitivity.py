@@ -36,7 +36,6 @@ from dataclasses import dataclass, field
 import numpy as np
 from mlir import ir
 
-from presk import stages
 from presk.api import Core, entry_values
 from presk.backends.host import CallContext
 from presk.backends.kernel import KernelBackend
@@ -49,6 +48,9 @@ from presk.ir.ops import module_functions
 from presk.ir.types import PskType, TensorType
 from presk.ir.types import leaves as leaf_types
 from presk.kernel.machine import MACHINES
+from presk.passes.psk_lower_to_kernel import PskLowerToKernel
+from presk.passes.psk_verify import PskVerify
+from presk.pipeline import Pipeline
 from presk.precision.calibrate import ROUNDING_ERRORS
 from presk.precision.envelope import TYPES
 from presk.prims import exact
@@ -85,7 +87,7 @@ class Sensitivities:
 SWEEPS = ("reference", "f64")
 # The vjp in f64 kernels, one a Core op: no psk-fuse, so no value stays inside a kernel,
 # and no psk-dce, so every Core op has its counterpart in the lowered host program.
-UNFUSED_F64 = "builtin.module(psk-lower-to-kernel{type=f64},psk-verify)"
+UNFUSED_F64 = Pipeline((PskLowerToKernel(type="f64"), PskVerify()))
 
 
 def sensitivities(
@@ -133,7 +135,7 @@ def _gradients(core: Core, cts: tuple) -> dict[str, np.ndarray]:
 
 def _reference(vjp: Core, bits: int, recorder: Recorder):
     """The reference at `bits`, its host watched by `recorder`."""
-    backend = vjp.lower().compile("interp", bits=bits).backend
+    backend = vjp.reference(bits).backend
     backend.host.observe = recorder
     return backend
 
@@ -142,7 +144,7 @@ def _f64(vjp: Core, recorder: Recorder) -> KernelBackend:
     """The kernel evaluator in binary64 over `vjp` lowered one launch a Core op, its host
     watched by `recorder` in the Core functions' slot numbering."""
     module = vjp.copy()
-    stages.run_pipeline(UNFUSED_F64, module)
+    UNFUSED_F64.run(module)
     lowered = read_host_program(module)
     backend = KernelBackend(lowered, module, MACHINES["f64"])
     numbering = {

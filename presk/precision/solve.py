@@ -39,6 +39,7 @@ from functools import cached_property
 
 import numpy as np
 
+from presk import backends
 from presk.api import Core
 from presk.errors import BindingError, UsageError
 from presk.precision.bound import exact_output, gap_to
@@ -49,8 +50,15 @@ from presk.precision.offers import RUNGS, Menu, estimate
 from presk.precision.samples import sample_arguments
 from presk.realize import Realization
 
+
+def measured_on(measure: str) -> str:
+    """The backend a --measure choice runs on: the first registered machine backend that
+    compiles to native code (`native`), or that does not (`kernel`)."""
+    return backends.names(exact=False, native=measure == "native")[0]
+
+
 MAX_ASSIGNMENTS = 3**12  # --exhaustive enumerates every assignment: 12 values at most
-BACKENDS = {"kernel": "kernel", "native": "mlir"}  # --measure's choices, the backends they run
+MEASURES = ("kernel", "native")  # --measure's choices: the kernel evaluator, or native code
 NARROWINGS = ("measured", "heldout")  # --narrow's choices
 NARROW_PASSES = 3  # --narrow measured stops after three passes, or a pass that keeps nothing
 
@@ -269,7 +277,7 @@ class Gauge:
     def gap(self, assignment: dict[str, str]) -> float:
         self.runs += 1
         r = realization_of(self.menu, assignment)
-        return gap_to(self.exact, self.core, self.envelope, r, BACKENDS[self.measure])
+        return gap_to(self.exact, self.core, self.envelope, r, measured_on(self.measure))
 
 
 def held_out_samples(core: Core, meta: Meta, count: int, flag: str) -> Meta:

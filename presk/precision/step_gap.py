@@ -160,8 +160,8 @@ class Reference:
     is fixed by the types its leaves were rounded to)."""
 
     def __init__(self, setup: Setup, grad_core: Core, batch: list[Value]):
-        self.step = trainer_for(setup, setup.core.lower("f64").compile("interp", bits=setup.bits))
-        self.grad = grad_core.lower("f64").compile("interp", bits=setup.bits).backend
+        self.step = trainer_for(setup, setup.core.reference(setup.bits))
+        self.grad = grad_core.reference(setup.bits).backend
         self.batch = batch
         self.t = setup.step
         self.bits = setup.bits

@@ -57,6 +57,7 @@ def validation_loss(
 def backend_words(backend) -> str:
     """Where a backend computes, as a closing line says it: `mlir in f32`, `interp at 256
     bits`."""
-    if backend.name == "interp":
-        return f"interp at {backend.bits} bits"
-    return f"{backend.name} in {backend.realization.label}"
+    name = backend.spec.name
+    if backend.spec.exact:
+        return f"{name} at {backend.bits} bits"
+    return f"{name} in {backend.realization.label}"

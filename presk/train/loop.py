@@ -324,7 +324,7 @@ class Trainer:
         """The parameters with each leaf the realization types rounded to its type: buffers
         of their types on the machine backends, float64 values on the reference."""
         backend = self.backend
-        return parameter_values(params, backend.realization, native=backend.name != "interp")
+        return parameter_values(params, backend.realization, native=not backend.spec.exact)
 
     def context(self, step: int) -> CallContext:
         return CallContext(training=True, step=step, seed=self.seed)
