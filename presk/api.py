@@ -33,6 +33,7 @@ from presk import backends, quantize, stages
 from presk import realize as realizations
 from presk.backends.host import CallContext
 from presk.backends.kernel import kernels_of
+from presk.constants import MAX_BITS
 from presk.core.program import HostProgram, read_host_program
 from presk.core.text import core_text
 from presk.errors import BindingError, FileFormatError, UsageError
@@ -49,16 +50,15 @@ from presk.front.bindings import (
     missing_entry,
     parse_entry,
 )
-from presk.front.check import check_program
+from presk.front.check import checked_source
 from presk.front.elaborate import Elaborated, elaborate, parameter_type
-from presk.front.parser import parse
-from presk.front.prelude import with_prelude
 from presk.front.unparse import program as unparse
 from presk.ir.context import new_context
 from presk.ir.ops import clone_module
 from presk.ir.types import PskType, TensorType
 from presk.ir.types import leaves as leaf_types
 from presk.kernel.text import kernel_text
+from presk.language import REMATS
 from presk.plans import plan_path
 from presk.runtime import output
 from presk.runtime.arrays_file import read_leaf
@@ -70,10 +70,6 @@ from presk.train.data import Windows
 from presk.train.loop import Hyper, State, Trainer, first_step, step_symbol, zeros_like
 from presk.train.step import add_train_step
 from presk.train.tokenizer import Vocabulary
-
-# MPFR takes far more, but a reference at millions of bits is no use (and GMP aborts the
-# process near 2^31).
-MAX_BITS = 65536
 
 
 def load(source: str | os.PathLike) -> Program:
@@ -102,9 +98,7 @@ def load_file(path: str, spelling: Spelling = FLAGS) -> Program:
 
 def load_text(text: str, name: str = "<text>", spelling: Spelling = FLAGS) -> Program:
     """The program `text`, its errors located in `name`."""
-    tree = with_prelude(parse(text, name))
-    check_program(tree)
-    return Program(tree, spelling)
+    return Program(checked_source(text, name), spelling)
 
 
 def data(path: str | os.PathLike) -> Data:
@@ -185,8 +179,8 @@ class Program:
         PSK-Core with its derivatives expanded (`remat`: a derivative's residuals stored
         or recomputed); with `train_step`, the entry a loss and `train.step` beside it
         (presk/train/step.py). Refused (E3012) if its buffers would not fit in memory."""
-        if remat not in stages.REMATS:
-            raise UsageError(f"remat {remat!r}: choose from {', '.join(stages.REMATS)}")
+        if remat not in REMATS:
+            raise UsageError(f"remat {remat!r}: choose from {', '.join(REMATS)}")
         parsed, dims, consts = self._bindings(entry, dims, consts)
         elaborated = elaborate(self.ast, parsed, dims, consts, new_context(), self.spelling)
         check_memory(elaborated.module, parsed, dims | consts)

@@ -19,7 +19,7 @@ from typing import BinaryIO
 
 import numpy as np
 
-from presk.errors import UsageError
+from presk.errors import UsageError, closest
 
 # What a path is when it is not a regular file, for the refusal's message.
 _KINDS = {
@@ -150,3 +150,21 @@ def too_deep(text: str, pairs: str, limit: int, skip: re.Pattern) -> int | None:
     steps = np.where(np.isin(codes[brackets], opens), 1, -1)
     over = np.flatnonzero(np.cumsum(steps) > limit)
     return int(brackets[over[0]]) if over.size else None
+
+
+def no_such_file(path: str) -> str:
+    """What a refusal says of a path that is not there: `no such file`, and the name in
+    its folder nearest its own, if one is near."""
+    folder, name = os.path.split(path)
+    try:
+        names = os.listdir(folder or ".")
+    except OSError:  # the folder is not there either
+        names = []
+    near = closest(name, names)
+    return "no such file" + (f"; did you mean {os.path.join(folder, near)}?" if near else "")
+
+
+def check_exists(path: str) -> None:
+    """Refuse (E0002) a path to read that is not there."""
+    if not os.path.lexists(path):
+        raise UsageError(f"cannot read {path}: {no_such_file(path)}", code="E0002")

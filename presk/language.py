@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# How a derivative keeps its forward's values for the backward: stored, or recomputed.
+REMATS = ("store", "recompute")
 # How a program reaches a primitive: the language names it; a form of the language makes
 # it without naming it (a literal, a nat read as ℝ, max[…]); or only a derivative's
 # expansion emits it (docs/language.md, section 8.1).

@@ -50,8 +50,6 @@ from presk.realize import Realization
 from presk.runtime.inputs import param_type
 from presk.toolchain import default_threads, host_cpu, vector_bytes
 
-REMATS = ("store", "recompute")
-
 
 def core_pipeline(remat: str = "store") -> Pipeline:
     """From elaborated PSK-Core to PSK-Core with every `grad` and `vjp` expanded into

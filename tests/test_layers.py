@@ -41,10 +41,11 @@ LAYERS: list[tuple[str, ...]] = [
 RANK = {unit: rank for rank, units in enumerate(LAYERS) for unit in units}
 
 # Imports inside functions that load a module only when it is needed, none of them to
-# break a cycle: the package's facade (`presk.load` without loading MLIR) and the CLI's
-# commands (each imported when chosen). A backend's module is imported by its registry
+# break a cycle: the package's facade (`presk.load` without loading MLIR), the CLI's
+# commands (each imported when chosen), and the stages `presk dump` shows past the syntax
+# tree, which it shows without MLIR. A backend's module is imported by its registry
 # record when one of its executors is made (presk/backends/__init__.py, importlib).
-LAZY = {"presk/__init__.py", "presk/cli/main.py"}
+LAZY = {"presk/__init__.py", "presk/cli/main.py", "presk/cli/cmd_dump.py"}
 
 
 def sources() -> dict[str, Path]:

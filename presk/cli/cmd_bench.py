@@ -16,19 +16,18 @@ from presk import realize as realizations
 from presk.backends.breakdown import Profile
 from presk.backends.native import Compiler
 from presk.cli.common import seed_number
-from presk.cli.programs import (
-    MAX_BITS,
+from presk.cli.flags import (
     RECORDED_HELP,
     WEIGHTS_HELP,
     Defaulted,
     add_plan_arg,
     add_program_args,
     add_weights_arg,
-    elaborate_args,
-    load_program,
     reference_bits,
 )
+from presk.cli.programs import elaborate_args, load_program
 from presk.cli.recorded import apply_checkpoint
+from presk.constants import MAX_BITS
 from presk.errors import RealizationError, UsageError
 from presk.fileio import check_writable
 from presk.ir.ops import module_launches, string_attr

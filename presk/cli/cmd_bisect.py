@@ -4,13 +4,8 @@ grew (presk/precision/bisect.py, docs/precision.md)."""
 from __future__ import annotations
 
 from presk.cli.common import positive_count, real_number
-from presk.cli.programs import (
-    RECORDED_BINDINGS_HELP,
-    WEIGHTS_HELP,
-    add_program_args,
-    add_sample_args,
-    elaborate_args,
-)
+from presk.cli.flags import RECORDED_BINDINGS_HELP, WEIGHTS_HELP, add_program_args
+from presk.cli.programs import add_sample_args, elaborate_args
 from presk.cli.recorded import apply_checkpoint
 from presk.precision.bisect import Inputs, bisect, text
 from presk.progress import Progress

@@ -10,17 +10,15 @@ import os
 import sys
 
 from presk.cli.common import count, positive_count
-from presk.cli.programs import (
+from presk.cli.flags import (
     RECORDED_BINDINGS_HELP,
     WEIGHTS_HELP,
     add_program_args,
     add_seed_arg,
-    add_warmup_args,
     add_weights_arg,
-    elaborate_args,
-    load_program,
     reference_bits,
 )
+from presk.cli.programs import add_warmup_args, elaborate_args, load_program
 from presk.cli.recorded import apply_checkpoint
 from presk.errors import UsageError
 from presk.fileio import check_writable

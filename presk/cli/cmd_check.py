@@ -7,14 +7,8 @@ import math
 
 from presk import backends
 from presk.cli.common import whole_number
-from presk.cli.programs import (
-    Defaulted,
-    add_program_args,
-    add_weights_arg,
-    elaborate_args,
-    envelope_of,
-    recorded_help,
-)
+from presk.cli.flags import Defaulted, add_program_args, add_weights_arg, recorded_help
+from presk.cli.programs import elaborate_args, envelope_of
 from presk.cli.recorded import apply_checkpoint
 from presk.precision.bound import Propagation, measured_gap
 from presk.precision.envelope import Envelope

@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 from presk.cli.common import positive_count, seed_number
+from presk.cli.flags import RECORDED_HELP, WEIGHTS_HELP, add_program_args, add_weights_arg
 from presk.cli.programs import (
-    RECORDED_HELP,
-    WEIGHTS_HELP,
     add_backend_args,
-    add_program_args,
-    add_weights_arg,
     bind_window,
     compile_args,
     elaborate_args,

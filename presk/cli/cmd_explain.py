@@ -9,7 +9,8 @@ import sys
 
 from presk import realize
 from presk.cli.cmd_solve import add_solve_args, moves_path_of, solved
-from presk.cli.programs import add_plan_arg, add_program_args, elaborate_args, plan_of
+from presk.cli.flags import add_plan_arg, add_program_args
+from presk.cli.programs import elaborate_args, plan_of
 from presk.cli.recorded import apply_checkpoint
 from presk.errors import UsageError
 from presk.fileio import check_writable, write_atomic

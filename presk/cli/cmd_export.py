@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from presk.cli.programs import (
+from presk.cli.flags import (
     RECORDED_HELP,
     WEIGHTS_HELP,
     Defaulted,
@@ -12,9 +12,8 @@ from presk.cli.programs import (
     add_program_args,
     add_seed_arg,
     add_weights_arg,
-    check_plan_realization,
-    elaborate_args,
 )
+from presk.cli.programs import check_plan_realization, elaborate_args
 from presk.cli.recorded import apply_checkpoint
 from presk.errors import UsageError
 from presk.export import export_c

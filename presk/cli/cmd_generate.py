@@ -10,13 +10,8 @@ import sys
 
 from presk.api import Program
 from presk.cli.common import positive_count, real_number, seed_number
-from presk.cli.programs import (
-    add_backend_args,
-    add_program_args,
-    compile_args,
-    elaborate_args,
-    load_program,
-)
+from presk.cli.flags import add_program_args
+from presk.cli.programs import add_backend_args, compile_args, elaborate_args, load_program
 from presk.cli.recorded import apply_checkpoint
 from presk.errors import UsageError
 from presk.front.bindings import Entry, parse_assignments, parse_entry, resolve_entry

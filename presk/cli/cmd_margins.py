@@ -13,13 +13,8 @@ import numpy as np
 from presk import backends
 from presk.cli.cmd_generate import recorded_setup
 from presk.cli.common import positive_count, real_number
-from presk.cli.programs import (
-    add_program_args,
-    elaborate_args,
-    load_program,
-    recorded_help,
-    reference_bits,
-)
+from presk.cli.flags import add_program_args, recorded_help, reference_bits
+from presk.cli.programs import elaborate_args, load_program
 from presk.errors import UsageError
 from presk.precision.margins import (
     Bound,

@@ -9,14 +9,14 @@ from dataclasses import replace
 from presk import quantize
 from presk import realize as realizations
 from presk.cli.common import seed_number
-from presk.cli.programs import (
+from presk.cli.flags import (
     RECORDED_HELP,
     WEIGHTS_HELP,
     Defaulted,
     add_program_args,
     add_weights_arg,
-    elaborate_args,
 )
+from presk.cli.programs import elaborate_args
 from presk.cli.recorded import apply_checkpoint
 from presk.errors import FileFormatError, UsageError
 from presk.importer.names import WEIGHTS

@@ -8,12 +8,8 @@ import sys
 from collections import Counter
 
 from presk import realize as realizations
-from presk.cli.programs import (
-    Defaulted,
-    add_program_args,
-    add_weights_arg,
-    elaborate_args,
-)
+from presk.cli.flags import Defaulted, add_program_args, add_weights_arg
+from presk.cli.programs import elaborate_args
 from presk.cli.recorded import apply_checkpoint
 from presk.fileio import write_atomic
 from presk.kernel.cost import Target, milliseconds

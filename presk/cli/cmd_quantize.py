@@ -4,13 +4,8 @@ weights costs and what the arithmetic costs (`--realize`: presk/precision/quant_
 
 from __future__ import annotations
 
-from presk.cli.programs import (
-    add_program_args,
-    add_sample_args,
-    bindings,
-    elaborate_args,
-    load_program,
-)
+from presk.cli.flags import add_program_args
+from presk.cli.programs import add_sample_args, bindings, elaborate_args, load_program
 from presk.errors import UsageError
 from presk.ir.types import leaves
 from presk.precision.quant_split import Gap, Split, sample, split

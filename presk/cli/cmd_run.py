@@ -6,15 +6,8 @@ import sys
 
 from presk.backends.host import CallContext
 from presk.cli.common import seed_number
-from presk.cli.programs import (
-    RECORDED_HELP,
-    WEIGHTS_HELP,
-    add_backend_args,
-    add_program_args,
-    add_weights_arg,
-    compile_args,
-    elaborate_args,
-)
+from presk.cli.flags import RECORDED_HELP, WEIGHTS_HELP, add_program_args, add_weights_arg
+from presk.cli.programs import add_backend_args, compile_args, elaborate_args
 from presk.cli.recorded import apply_checkpoint
 from presk.fileio import check_writable
 from presk.runtime import output

@@ -12,25 +12,19 @@ import time
 from presk import realize
 from presk.api import Core
 from presk.cli.common import positive_count, real_number, seed_number, whole_number
-from presk.cli.programs import (
-    add_program_args,
-    add_warmup_args,
-    elaborate_args,
-    envelope_of,
-    load_program,
-    recorded_help,
-    reference_bits,
-)
+from presk.cli.flags import add_program_args, recorded_help, reference_bits
+from presk.cli.programs import add_warmup_args, elaborate_args, envelope_of, load_program
 from presk.cli.recorded import apply_checkpoint
 from presk.errors import BindingError, UsageError
 from presk.fileio import check_writable, write_atomic
 from presk.precision.calibrate import Job
+from presk.precision.choices import SWEEPS
 from presk.precision.explain import moves_record
 from presk.precision.integers import SCHEMES, is_integer, parse_menu
 from presk.precision.offers import ROUNDINGS, RUNGS, envelope_sweep, menu
 from presk.precision.profile import other_machine, read_profile
 from presk.precision.quant_pass import quantize_after, table_text
-from presk.precision.sensitivity import AT_INITIALISATION, SWEEPS, zero_at_initialisation
+from presk.precision.sensitivity import AT_INITIALISATION, zero_at_initialisation
 from presk.precision.solve import (
     MEASURES,
     NARROWINGS,

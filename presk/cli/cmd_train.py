@@ -10,15 +10,13 @@ from dataclasses import asdict
 from presk import backends, stages
 from presk import realize as realizations
 from presk.cli.common import count, positive_count, real_number, seed_number
+from presk.cli.flags import Defaulted, add_program_args, given
 from presk.cli.programs import (
-    Defaulted,
     add_backend_args,
-    add_program_args,
     bind_window,
     bindings,
     compile_args,
     elaborate_args,
-    given,
     load_program,
     plan_of,
 )

@@ -14,7 +14,8 @@ checked when they are read, E9005).
 
 from __future__ import annotations
 
-from presk.cli.programs import Defaulted, given, load_program
+from presk.cli.flags import Defaulted, given
+from presk.cli.programs import load_program
 from presk.errors import BindingError, FileFormatError
 from presk.front import ast
 from presk.front.bindings import (

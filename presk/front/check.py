@@ -16,6 +16,8 @@ import gmpy2
 
 from presk.errors import SourceError, Span, source_error
 from presk.front import ast
+from presk.front.parser import parse
+from presk.front.prelude import with_prelude
 from presk.language import (
     CONSTANTS,
     INIT_KINDS,
@@ -430,3 +432,11 @@ class _Checker:
 def check_program(program: ast.SourceTree) -> None:
     """Raise the first SourceError (E2xxx) a program has without its sizes."""
     _Checker(program).run()
+
+
+def checked_source(text: str, name: str) -> ast.SourceTree:
+    """The program `text` (its errors located in `name`) parsed, the prelude joined, and
+    checked: all that needs no sizes, and no MLIR."""
+    tree = with_prelude(parse(text, name))
+    check_program(tree)
+    return tree

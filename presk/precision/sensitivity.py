@@ -52,6 +52,7 @@ from presk.passes.psk_lower_to_kernel import PskLowerToKernel
 from presk.passes.psk_verify import PskVerify
 from presk.pipeline import Pipeline
 from presk.precision.calibrate import ROUNDING_ERRORS
+from presk.precision.choices import SWEEPS
 from presk.precision.envelope import TYPES
 from presk.prims import exact
 from presk.runtime.inputs import arguments, param_type, parameters
@@ -84,7 +85,6 @@ class Sensitivities:
     gradients: dict[str, np.ndarray] = field(default_factory=dict)
 
 
-SWEEPS = ("reference", "f64")
 # The vjp in f64 kernels, one a Core op: no psk-fuse, so no value stays inside a kernel,
 # and no psk-dce, so every Core op has its counterpart in the lowered host program.
 UNFUSED_F64 = Pipeline((PskLowerToKernel(type="f64"), PskVerify()))

@@ -8,7 +8,8 @@ from __future__ import annotations
 import os
 
 from presk.core.program import HostProgram
-from presk.errors import FileFormatError, PreskError, UsageError, closest
+from presk.errors import FileFormatError, PreskError
+from presk.fileio import check_exists, no_such_file
 from presk.ir.types import PskType, TensorType
 from presk.runtime import checkpoint, params_file
 from presk.runtime.arrays_file import open_arrays, read_leaf, refused
@@ -18,24 +19,6 @@ from presk.runtime.values import Tensor, Value, build
 # The checkpoints `presk train --out DIR` writes in DIR (presk/train/loop.py): the last
 # step's, and the one of the lowest validation loss.
 RUN_CHECKPOINTS = ("checkpoint.psk.d", "best.psk.d")
-
-
-def no_such_file(path: str) -> str:
-    """What a refusal says of a path that is not there: `no such file`, and the name in
-    its folder nearest its own, if one is near."""
-    folder, name = os.path.split(path)
-    try:
-        names = os.listdir(folder or ".")
-    except OSError:  # the folder is not there either
-        names = []
-    near = closest(name, names)
-    return "no such file" + (f"; did you mean {os.path.join(folder, near)}?" if near else "")
-
-
-def check_exists(path: str) -> None:
-    """Refuse (E0002) a path to read that is not there."""
-    if not os.path.lexists(path):
-        raise UsageError(f"cannot read {path}: {no_such_file(path)}", code="E0002")
 
 
 def checkpoint_refusal(path: str, error: PreskError) -> PreskError:
