@@ -7,7 +7,7 @@
      "accum":   {"Linear.apply/%0": "f32"},              a sum's type, by site
      "order":   {"Linear.apply/%0": "interleaved(4)"},   a contraction's order of its sum
      "contract": "fma",                                  a contraction's a·b + acc fused
-     "functions": "libm",                                the C library's exp and erf
+     "functions": "libm",                                the C library's exp, erf, tanh
      "envelope": {...},                                  kept for the precision work
      "params":  {"head": "bf16"},                        a parameter's type, by path
      "quant":   {"blocks.ff.up.w": {"bits": 8, "over": "Out", "scheme": "absmax"}}}
@@ -61,7 +61,7 @@ class Realization:
     spelling: str = ""  # as the user wrote it: "f32", "@R.json"
     # "fma" or "none" by site, "default" for every contraction no other key names
     contract: dict[str, str] = field(default_factory=dict)
-    # whose exp and erf the f32 and bf16 kernels compute: presk's own (presk/kernel/
+    # whose exp, erf and tanh the f32 and bf16 kernels compute: presk's own (presk/kernel/
     # functions.py), the same bits on every machine and in vector lanes, or the C library's
     functions: str = "presk"
 

@@ -68,7 +68,7 @@ _ORDER = {
     "numbers from 1 (at most 9 digits)",
 }
 _CONTRACTIONS = ("fma", "none")
-FUNCTION_IMPLS = ("presk", "libm")  # whose exp and erf an f32 kernel calls
+FUNCTION_IMPLS = ("presk", "libm")  # whose exp, erf and tanh an f32 kernel calls
 # every contraction's ("fma"), or by site with "default" for the sites not named
 _CONTRACT = {
     "anyOf": [
@@ -111,7 +111,7 @@ REALIZATION = _object(
         "contract": _CONTRACT,
         "functions": {
             "enum": list(FUNCTION_IMPLS),
-            "description": '{field} is "presk" (presk\'s own exp and erf, the default) or '
+            "description": '{field} is "presk" (presk\'s own exp, erf and tanh, the default) or '
             '"libm" (the C library\'s), not {value!r}',
         },
         "envelope": {"type": "object", "description": "{field} is an object, not {value}"},

@@ -1,5 +1,5 @@
-"""presk's own exp and erf (`"functions": "presk"`, presk/kernel/functions.py): within an
-ulp of the exact function, and the same bits on the kernel evaluator and natively, in
+"""presk's own exp, erf and tanh (`"functions": "presk"`, presk/kernel/functions.py):
+within an ulp of the exact function, and the same bits on the kernel evaluator and natively, in
 vector lanes of every width this machine runs and in the scalar loop after them, and in
 the C export; only elementwise calls of f32 and bf16 kernels take them, by default."""
 
@@ -42,10 +42,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
 import c_conformance  # noqa: E402
 
 SPECIAL = [0.0, -0.0, np.inf, -np.inf, np.nan, 88.72, 88.73, -87.3, -103.9, -104.5, 3.92, -4.5]
+SPECIAL += [1e-40, -1e-40, 1e-30, 0.3466, -0.17329, 9.01, -9.02, 10.5]  # tanh's
 PROGRAM = """
 dim N
 fn elementwise(x : ℝ[N]) -> ℝ[N] {
   exp(x) * erf(x)
+}
+fn hyperbolic(x : ℝ[N]) -> ℝ[N] {
+  tanh(x)
 }
 fn in_a_sum(x : ℝ[N]) -> ℝ[N] {
   softmax[N](x)
@@ -61,10 +65,14 @@ def _ordered(a: np.ndarray) -> np.ndarray:
 
 @pytest.mark.parametrize(
     ("fn", "lo", "hi", "exact", "ulps"),
-    [("exp", -105, 90, mpmath.exp, 0), ("erf", -5, 5, mpmath.erf, 1)],
+    [
+        ("exp", -105, 90, mpmath.exp, 0),
+        ("erf", -5, 5, mpmath.erf, 1),
+        ("tanh", -11, 11, mpmath.tanh, 0),
+    ],
 )
 def test_within_an_ulp_of_the_exact_function(fn, lo, hi, exact, ulps):
-    """exp was correctly rounded at every point sampled, erf within one ulp."""
+    """exp and tanh were correctly rounded at every point sampled, erf within one ulp."""
     rng = np.random.default_rng(7)
     x = np.concatenate([rng.uniform(lo, hi, 3000), rng.standard_normal(1000) * 1e-3])
     x = x.astype(np.float32)
@@ -78,11 +86,23 @@ def test_within_an_ulp_of_the_exact_function(fn, lo, hi, exact, ulps):
 
 def test_special_values():
     x = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 89.0, -104.0], np.float32)
-    e, f = evaluate("exp", x), evaluate("erf", x)
+    e, f, t = evaluate("exp", x), evaluate("erf", x), evaluate("tanh", x)
     assert np.array_equal(e[[0, 1, 2, 3, 5, 6]], np.float32([1, 1, np.inf, 0, np.inf, 0]))
-    assert np.isnan(e[4]) and np.isnan(f[4])
+    assert np.isnan(e[4]) and np.isnan(f[4]) and np.isnan(t[4])
     assert np.array_equal(f[[0, 1, 2, 3]], np.float32([0, -0.0, 1, -1]))
     assert np.signbit(f[1]) and not np.signbit(f[0])
+    assert np.array_equal(t[[0, 1, 2, 3, 5, 6]], np.float32([0, -0.0, 1, -1, 1, -1]))
+    assert np.signbit(t[1]) and not np.signbit(t[0])
+
+
+def test_tanh_keeps_a_subnormal_and_saturates_where_f32_does():
+    """tanh(x) rounds to x in f32 from 2⁻¹³ down, the subnormals included, and to 1 from
+    13·ln 2 ≈ 9.01091 up (1 − tanh(x) < 2⁻²⁵), well before the clamp of 2x at 20."""
+    tiny = np.float32([1e-40, -1e-40, 1e-30, -3e-5, 2.0**-13])
+    assert np.array_equal(evaluate("tanh", tiny), tiny)
+    x = np.float32([9.0, 9.0109, 9.011, 10.0, 10.001, 15.0])
+    assert np.array_equal(evaluate("tanh", x), np.float32([1 - 2.0**-24] * 2 + [1.0] * 4))
+    assert np.array_equal(evaluate("tanh", -x), -evaluate("tanh", x))  # odd, bit for bit
 
 
 def _realization(tmp_path, machine: str, functions: str = "presk") -> str:
@@ -92,10 +112,11 @@ def _realization(tmp_path, machine: str, functions: str = "presk") -> str:
 
 
 @pytest.mark.parametrize("machine", ["f32", "bf16"])
-def test_the_evaluator_and_native_code_agree_bit_for_bit(tmp_path, machine):
+@pytest.mark.parametrize("entry", ["elementwise", "hyperbolic"])
+def test_the_evaluator_and_native_code_agree_bit_for_bit(tmp_path, machine, entry):
     rng = np.random.default_rng(3)
     x = np.concatenate([rng.uniform(-110, 95, 600), rng.standard_normal(300), SPECIAL])
-    core = presk.load(PROGRAM).elaborate("elementwise", dims={"N": len(x)})
+    core = presk.load(PROGRAM).elaborate(entry, dims={"N": len(x)})
     realize = _realization(tmp_path, machine)
     want = core.lower(realize).compile("kernel")(x)  # in the machine's type
     for width in vector_widths():  # the lanes of each width and the scalar loop after them
@@ -134,7 +155,7 @@ def test_a_softmaxs_exps_are_ours_in_both_its_forms_with_one_set_of_bits():
 
 @pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
 @pytest.mark.parametrize("machine", ["f32", "bf16"])
-@pytest.mark.parametrize("entry", ["exp_", "erf_", "gelu_"])
+@pytest.mark.parametrize("entry", ["exp_", "erf_", "gelu_", "tanh_"])
 def test_the_c_export_computes_their_bits(entry, machine, tmp_path):
     """The default realization's (presk's own): written as arithmetic and bit casts before
     EmitC, so the C gives the mlir backend's bits."""
@@ -166,6 +187,9 @@ def test_the_kernel_dump_names_them(tmp_path):
     assert "presk.exp(" in run_tool("presk", *args, "--realize", "f32").stdout, "the default"
     libm = run_tool("presk", *args, "--realize", _realization(tmp_path, "f32", "libm")).stdout
     assert "presk.exp(" not in libm and "(exp(" in libm, libm
+    args[args.index("elementwise")] = "hyperbolic"
+    assert "presk.tanh(" in run_tool("presk", *args, "--realize", "bf16").stdout
+    assert "presk.tanh(" not in run_tool("presk", *args, "--realize", "f64").stdout
 
 
 def test_a_checkpoint_recorded_before_the_default_reads_back_the_c_librarys(tmp_path):

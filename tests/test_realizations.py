@@ -48,7 +48,7 @@ def _record(tmp_path, record: dict) -> str:
         ),
         ({"quant": {"w": {"bits": 8, "over": 2}}}, "E7001", "quant w: over 2: ℝ[3, 2] has 2 axes"),
         ({"order": {"Linear.apply/%0": "shuffled"}}, "E7001", "is sequential, blocked(W) or"),
-        ({"functions": "glibc"}, "E7001", 'functions is "presk" (presk\'s own exp and erf'),
+        ({"functions": "glibc"}, "E7001", 'functions is "presk" (presk\'s own exp, erf and tanh'),
         ({"storage": {"Linear.apply/%7": "bf16"}}, "E7001", "unknown site 'Linear.apply/%7'"),
         (
             {"default": "bf16", "accum": {"Linear.apply/%0": "f64"}},

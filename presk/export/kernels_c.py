@@ -16,7 +16,7 @@ ever stored, loaded and bit-cast: the buffers are retyped as `i16` (EmitC has no
 for bf16). EmitC has no bit cast between a float and an integer either; each becomes a
 call of `presk_f32_bits` or `presk_bits_f32` (memcpy, in the export's runtime C). The
 math functions call the C library's, as the native kernels do (`convert-math-to-libm`),
-except presk's own exp and erf (presk/kernel/functions.py), which `psk-kernel-to-affine`
+except presk's own exp, erf and tanh (presk/kernel/functions.py), which `psk-kernel-to-affine`
 has already written as arithmetic and bit casts, so the C computes their bits too.
 """
 

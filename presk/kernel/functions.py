@@ -1,9 +1,9 @@
-"""presk's own exp and erf for f32 kernels: `"functions": "presk"` in a realization.
+"""presk's own exp, erf and tanh for f32 kernels: `"functions": "presk"` in a realization.
 
-The C library's `expf` and `erff` are a call an element, which no loop can put in vector
-lanes. These are written once as a sequence of IEEE operations in f64 (the f32 argument
-widened exactly, the result rounded once to f32), with no fused multiply-add, so that the
-kernel evaluator (numpy, `evaluate`) and native code (the same operations as
+The C library's `expf`, `erff` and `tanhf` are a call an element, which no loop can put
+in vector lanes. These are written once as a sequence of IEEE operations in f64 (the f32
+argument widened exactly, the result rounded once to f32), with no fused multiply-add, so
+that the kernel evaluator (numpy, `evaluate`) and native code (the same operations as
 `arith` ops, `expand`, in as many lanes as the loop has) give the same bits on every
 machine. Their error against the exact function is under 10⁻¹² relative before the final
 rounding, so the f32 result is the correctly rounded one but where the exact value lies
@@ -22,6 +22,14 @@ written in powers of u at 300 bits and each coefficient rounded once (which move
 under 10⁻¹⁶ relative; Σ|a_k| is f(0) = 2/√π, so Horner's rule loses little), two
 operations a degree where Clenshaw's recurrence on the series took three. The sign and
 -0 follow x; a NaN propagates.
+
+tanh(x): m = eᵗ − 1 at t = 2x clamped to [-20, 20] (tanh(10) rounds to 1 in f32), then
+m / (m + 2). m takes exp's reduction and polynomial without its final `+ 1`: eʳ − 1 =
+r·Σ rⁿ/(n+1)! (n ≤ 10), which keeps its relative accuracy near 0, where eʳ − 1 from eʳ
+would cancel; then m = 2ᵏ·(eʳ − 1) + (2ᵏ − 1), terms that cancel little (|m| > 0.29
+once k ≠ 0). Relative error under 2.5·10⁻¹⁴ before the final rounding for |x| < 9. A
+zero or NaN returns itself: m / (m + 2) would make -0 +0, and a NaN must not reach k's
+conversion to an integer.
 """
 
 from __future__ import annotations
@@ -34,7 +42,7 @@ from mlir.dialects import arith
 
 from presk.ir.ops import walk_ops
 
-FUNCTIONS = ("exp", "erf")  # the calls "functions": "presk" replaces
+FUNCTIONS = ("exp", "erf", "tanh")  # the calls "functions": "presk" replaces
 IMPL = "psk_kernel.impl"  # the attribute that marks a call as presk's
 
 _LOG2E = 1.4426950408889634
@@ -43,6 +51,7 @@ _SHIFTER = 6755399441055744.0  # 1.5·2⁵²: x + it − it is x rounded to an i
 _EXP_LO, _EXP_HI = -104.0, 89.0
 _TAYLOR = tuple(1.0 / math.factorial(n) for n in range(12))
 _ERF_BOUND = 4.0
+_TANH_BOUND = 20.0  # on 2x: tanh(10) = 1 − 4·10⁻⁹ rounds to 1 in f32
 # f(s) = erf(√s)/√s ≈ Σ a_k u^k, u = s/8 − 1: the degree-22 Chebyshev series fitted on
 # [0, 16] (40 digits, mpmath) in monomial form, converted at 300 bits and rounded once
 _ERF_POLY = (
@@ -94,12 +103,18 @@ class _Numpy:
     def mul(self, a, b):
         return np.multiply(a, b, dtype=np.float64)
 
+    def div(self, a, b):
+        return np.divide(a, b, dtype=np.float64)
+
     def clamp(self, x, lo: float, hi: float):  # a NaN stays a NaN
         x = np.where(x < lo, lo, x)
         return np.where(x > hi, hi, x)
 
     def is_nan(self, x):
         return np.isnan(x)
+
+    def is_zero_or_nan(self, x):
+        return np.isnan(x) | (x == 0)
 
     def select(self, c, a, b):
         return np.where(c, a, b)
@@ -144,6 +159,9 @@ class _Mlir:
     def mul(self, a, b):
         return arith.mulf(a, b)
 
+    def div(self, a, b):
+        return arith.divf(a, b)
+
     def clamp(self, x, lo: float, hi: float):
         low, high = self.const(lo), self.const(hi)
         x = arith.select(arith.cmpf(arith.CmpFPredicate.OLT, x, low), low, x)
@@ -151,6 +169,9 @@ class _Mlir:
 
     def is_nan(self, x):
         return arith.cmpf(arith.CmpFPredicate.UNO, x, x)
+
+    def is_zero_or_nan(self, x):  # unordered or equal: one comparison
+        return arith.cmpf(arith.CmpFPredicate.UEQ, x, self.const(0.0))
 
     def select(self, c, a, b):
         return arith.select(c, a, b)
@@ -163,15 +184,22 @@ class _Mlir:
         return arith.bitcast(self._type(ir.F64Type.get()), n)
 
 
+def _reduced(o, t):
+    """k, r and q with t = k·ln 2 + r and eʳ = 1 + r·q: q the Taylor polynomial's terms
+    from the first, by Horner's rule (t must not be a NaN)."""
+    k = o.sub(o.add(o.mul(t, o.const(_LOG2E)), o.const(_SHIFTER)), o.const(_SHIFTER))
+    r = o.sub(t, o.mul(k, o.const(_LN2)))
+    q = o.const(_TAYLOR[-1])
+    for c in reversed(_TAYLOR[1:-1]):
+        q = o.add(o.mul(q, r), o.const(c))
+    return k, r, q
+
+
 def _exp(o, x32):
     x = o.widen(x32)
     nan = o.is_nan(x)
-    t = o.clamp(o.select(nan, o.const(0.0), x), _EXP_LO, _EXP_HI)
-    k = o.sub(o.add(o.mul(t, o.const(_LOG2E)), o.const(_SHIFTER)), o.const(_SHIFTER))
-    r = o.sub(t, o.mul(k, o.const(_LN2)))
-    p = o.const(_TAYLOR[-1])
-    for c in reversed(_TAYLOR[:-1]):
-        p = o.add(o.mul(p, r), o.const(c))
+    k, r, q = _reduced(o, o.clamp(o.select(nan, o.const(0.0), x), _EXP_LO, _EXP_HI))
+    p = o.add(o.mul(q, r), o.const(_TAYLOR[0]))
     return o.narrow(o.select(nan, x, o.mul(p, o.power_of_two(k))))
 
 
@@ -184,11 +212,21 @@ def _erf(o, x32):
     return o.narrow(o.mul(x, f))
 
 
-_DEFINITIONS = {"exp": _exp, "erf": _erf}
+def _tanh(o, x32):
+    x = o.widen(x32)
+    kept = o.is_zero_or_nan(x)
+    t = o.clamp(o.select(kept, o.const(0.0), o.mul(x, o.const(2.0))), -_TANH_BOUND, _TANH_BOUND)
+    k, r, q = _reduced(o, t)
+    scale = o.power_of_two(k)
+    m = o.add(o.mul(scale, o.mul(q, r)), o.sub(scale, o.const(1.0)))  # eᵗ − 1
+    return o.narrow(o.select(kept, x, o.div(m, o.add(m, o.const(2.0)))))
+
+
+_DEFINITIONS = {"exp": _exp, "erf": _erf, "tanh": _tanh}
 
 
 def calls(f: ir.Operation) -> list[ir.Operation]:
-    """Kernel `f`'s calls of exp and erf, the ones presk's own may compute."""
+    """Kernel `f`'s calls of the functions presk's own may compute (FUNCTIONS)."""
     return [
         c
         for c in walk_ops(f, "psk_kernel.call")
@@ -197,12 +235,12 @@ def calls(f: ir.Operation) -> list[ir.Operation]:
 
 
 def marked(f: ir.Operation) -> bool:
-    """Whether kernel `f` computes presk's own exp and erf."""
+    """Whether kernel `f` computes presk's own functions."""
     return any(IMPL in c.attributes for c in calls(f))
 
 
 def mark(f: ir.Operation, ours: bool) -> None:
-    """Make every exp and erf of kernel `f` presk's own (`ours`) or the C library's."""
+    """Make every call in FUNCTIONS of kernel `f` presk's own (`ours`) or the C library's."""
     for c in calls(f):
         if ours:
             c.attributes[IMPL] = ir.StringAttr.get("presk", f.context)

@@ -9,7 +9,7 @@ Buffers are `%0, %1, …` (the output last), scratch buffers `p0, p1, …`, loop
 `i0, i1, …` in order of appearance, values carried by a loop `a0, a1, …`, and values used
 more than once, or in a loop nested deeper than where they are computed, `s0, s1, …`;
 every other value is written inline where it is used. A vector of n lanes reads or
-writes `x[i, j..j+n]`. A call of presk's own exp or erf (`"functions": "presk"`) is
+writes `x[i, j..j+n]`. A call of presk's own function (`"functions": "presk"`) is
 `presk.exp(…)`, the C library's `exp(…)`.
 """
 

@@ -14,7 +14,7 @@ so the walk never visits them.
 `bytes` is the width of a vector register (0: this machine's; lit tests fix it); a
 kernel's lanes are that width over its arithmetic type's size (f64: 8 bytes; f32 and
 bf16, computed in f32: 4). A loop whose body has a chain of at least `DEEP` dependent
-operations (presk's exp and erf: polynomials of degree 11 and 22) but fewer than
+operations (presk's exp, erf and tanh: polynomials of degree 11, 22 and 11) but fewer than
 `CHAINS` such chains side by side takes up to four times as many lanes, where its extent
 is a multiple of them: each op waits on the one before it for several cycles, and one
 vector (two registers of f64) an iteration left the core's arithmetic units mostly
