@@ -1,41 +1,62 @@
-"""presk against PyTorch eager CPU on the same GPTs, shapes and threads, in the same run.
+"""presk against its peers on the CPU on the same GPTs, shapes and threads, in the same run:
+PyTorch eager, torch.compile (Inductor) and, for the forward pass, onnxruntime.
 
 For each model, f32 and f64: the loss entry's forward pass and one training step (the
 loss's forward and backward, the gradient clipped to a 2-norm of `Hyper().clip`, the
 learning-rate schedule and AdamW with the prelude's hyperparameters, as `presk train`
-takes its first step), each the median of `--repeat` calls after a warm-up
-(presk.timing.timed). presk runs natively (mlir backend, at the default layouts) on
-`--threads` workers; PyTorch eagerly on as many threads (`torch.set_num_threads`), with
-torch.optim.AdamW and clip_grad_norm_ at the same values. The ratio printed is presk's
-time over PyTorch's: above 1, presk is slower.
+takes its first step), each the median of `--repeat` calls, taken in five turns of
+back-to-back calls (each block after a warm-up call), presk's and its peers' blocks in
+turn (presk.timing.timed_in_turns), so that a load that drifts over the minutes of a run
+weighs on each alike. presk runs natively (mlir backend, at the
+default a user gets: no plan given, docs/layouts.md section 6) on `--threads` workers;
+the peers on as many threads (`torch.set_num_threads`, onnxruntime's intra-op threads):
+
+- eager: the PyTorch model run op by op, with torch.optim.AdamW and clip_grad_norm_ at the
+  same values;
+- compile: the same model through `torch.compile` (Inductor's C++ code for the CPU, its
+  default mode), the training step's forward and backward compiled, the clipping and
+  AdamW as eager's (the first calls, which compile, are the warm-up, not timed);
+- onnxruntime: the model's loss exported to ONNX (torch.onnx, opset 17) and run by
+  onnxruntime's CPU provider as bench/onnx_peers.py runs an imported graph: the forward
+  pass only.
+
+The ratio printed is presk's time over a peer's: above 1, presk is slower.
 
 The PyTorch model is the PSK program's function: the same layers in the same weight
 layout ([In, Out]), LayerNorm's ε inside the square root, gelu's erf form, the causal
 mask, the zero-initialised head, dropout only while training. Before timing a model,
 presk's initial parameters are loaded into it and the f64 losses compared (to 1e-12
-relative), with the initial head and with one drawn at random, so every layer counts.
+relative), with the initial head and with one drawn at random, so every layer counts:
+eager's and the compiled model's. onnxruntime has no f64 erf, so its f32 loss (with the
+random head) is compared with presk's f64 loss, to the f32 band's 2^-15 relative.
 
-    python bench/peers.py [--repeat 10] [--threads 2] [--types f32,f64] [--course] [--json]
+    python bench/peers.py [--repeat 10] [--threads 2] [--types f32,f64] [--course]
+        [--peers eager,compile,onnxruntime] [--json]
 
 `--json` prints the figures as one JSON object on stdout (the table goes to stderr):
-PyTorch's version, the threads, repeat and OMP_WAIT_POLICY, and a row a model, entry and
-type with `presk_ms` and `torch_ms` (bench/record.py reads it).
+PyTorch's version (and onnxruntime's), the threads, repeat, OMP_WAIT_POLICY and the
+peers, and a row a model, entry and type with `presk_ms`, `torch_ms` (eager's) and,
+where measured, `compile_ms` and `onnxruntime_ms` (bench/record.py reads it).
 
-PyTorch is an optional extra: `pip install -e .[peers]`. On a machine other jobs load,
-set OMP_WAIT_POLICY=PASSIVE: PyTorch's OpenMP threads spin at each parallel region, and
-with more runnable threads than cores a spinning one can hold up the other for a time
+PyTorch and onnxruntime are an optional extra: `pip install -e .[peers]`; without
+onnxruntime that peer is left out, as the first line says. On a machine other jobs
+load, set OMP_WAIT_POLICY=PASSIVE: PyTorch's OpenMP threads spin at each parallel region,
+and with more runnable threads than cores a spinning one can hold up the other for a time
 slice (on the shared development machine, 8-10 ms a LayerNorm of 256 numbers).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import os
 import statistics
 import sys
+import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -51,12 +72,22 @@ sys.path.insert(0, str(REPO))
 
 import presk  # noqa: E402
 from bench.gpts import MODELS, Model  # noqa: E402
+from presk.backends.tuning import default_plan  # noqa: E402
 from presk.runtime.inputs import arguments  # noqa: E402
-from presk.timing import timed  # noqa: E402
+from presk.timing import timed_in_turns  # noqa: E402
 from presk.toolchain import machine  # noqa: E402
 
 AGREE = 1e-12  # the largest relative gap between the f64 losses
+AGREE_F32 = 2.0**-15  # the f32 band's ε: onnxruntime's f32 loss against presk's f64 one
 TYPES = {"f32": torch.float32, "f64": torch.float64}
+# the peers, as the table and --peers name them
+PEERS = {"eager": "PyTorch eager", "compile": "torch.compile", "onnxruntime": "onnxruntime"}
+FORWARD_ONLY = {"onnxruntime"}
+# Seconds between two timed calls: PyTorch's and onnxruntime's threads spin a while after
+# a call, and a spinning thread would take a core from the next call (4x presk's corpus
+# forward, timed after onnxruntime's)
+SPIN = 0.3
+TURNS = 5  # blocks of back-to-back calls, each contestant's in turn
 # The parameters of one block of the stack, as presk's paths name them under `blocks.`.
 BLOCK = (
     "ln1.g ln1.b attn.q.w attn.k.w attn.v.w attn.o.w attn.o.b "
@@ -150,9 +181,11 @@ def learning_rate(step: int, hyper: presk.Hyper, steps: int = 100) -> float:
     return hyper.lr * rise * (1 + math.cos(math.pi * min(1, fall))) / 2
 
 
-def torch_step(net: TorchGPT, tokens, targets, hyper: presk.Hyper):
+def torch_step(net: TorchGPT, tokens, targets, hyper: presk.Hyper, run=None):
     """A call taking one training step of `net` as train.step does: loss, gradient,
-    clipping, the schedule's learning rate and AdamW."""
+    clipping, the schedule's learning rate and AdamW; the loss computed by `run` (`net`
+    itself, or its torch.compile)."""
+    run = net if run is None else run
     net.train()
     opt = torch.optim.AdamW(
         net.parameters(),
@@ -167,7 +200,7 @@ def torch_step(net: TorchGPT, tokens, targets, hyper: presk.Hyper):
 
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = net(tokens, targets)
+        loss = run(tokens, targets)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(net.parameters(), hyper.clip)
         opt.step()
@@ -177,12 +210,14 @@ def torch_step(net: TorchGPT, tokens, targets, hyper: presk.Hyper):
     return step
 
 
-def torch_forward(net: TorchGPT, tokens, targets):
+def torch_forward(net: TorchGPT, tokens, targets, run=None):
+    """A call of `net`'s loss in evaluation, computed by `run` (`net`, or its compile)."""
+    run = net if run is None else run
     net.eval()
 
     def forward():
         with torch.inference_mode():
-            return net(tokens, targets)
+            return run(tokens, targets)
 
     return forward
 
@@ -192,14 +227,24 @@ def drawn_batch(core: presk.Core, seed: int = 0) -> list[np.ndarray]:
     return [np.asarray(t.data) for t in arguments(core.view, seed, None)]
 
 
-def loss_gap(model: Model, core: presk.Core, params: dict, threads: int) -> float:
-    """The relative gap between presk's f64 loss (natively) and PyTorch's on `params`."""
+def loss_gap(model: Model, core: presk.Core, params: dict, threads: int, compiled=False) -> float:
+    """The relative gap between presk's f64 loss (natively) and PyTorch's on `params`:
+    eager's, or with `compiled` torch.compile's."""
     tokens, targets = drawn_batch(core)
     ours = float(core.lower("f64").compile("mlir", threads)(params, tokens, targets))
     net = TorchGPT(model, params, torch.float64).eval()
+    run = compiled_fresh(net) if compiled else net
     with torch.inference_mode():
-        theirs = float(net(torch.from_numpy(tokens), torch.from_numpy(targets)))
+        theirs = float(run(torch.from_numpy(tokens), torch.from_numpy(targets)))
     return abs(ours - theirs) / abs(ours)
+
+
+def compiled_fresh(net: TorchGPT):
+    """`net` through torch.compile, Dynamo's caches emptied first: the models of one run
+    share their code, and each instance and mode compiled adds an entry to that code's
+    cache, past whose limit (8) Dynamo would run the next one eagerly."""
+    torch._dynamo.reset()
+    return torch.compile(net)
 
 
 def with_random_head(params: dict, seed: int = 1) -> dict:
@@ -209,38 +254,119 @@ def with_random_head(params: dict, seed: int = 1) -> dict:
     return {**params, "head": head}
 
 
-def check(model: Model, threads: int) -> str:
-    """The f64 losses compared, at presk's initial parameters and with a random head."""
+def check(model: Model, threads: int, peers: tuple[str, ...] = ("eager",)) -> str:
+    """The f64 losses compared, at presk's initial parameters and with a random head:
+    eager's and torch.compile's, among `peers`; onnxruntime's f32 loss with the random
+    head (it has no f64 erf) to the f32 band."""
     core = model.core()
     params = core.params(seed=0)
-    gaps = [loss_gap(model, core, p, threads) for p in (params, with_random_head(params))]
-    if max(gaps) > AGREE:
-        raise SystemExit(
-            f"{model.name}: presk's and PyTorch's f64 losses differ by {max(gaps):.1e} "
-            f"relative (at most {AGREE:.0e}): the models are not the same function"
+    said = []
+    for peer in [p for p in peers if p not in FORWARD_ONLY]:
+        compiled = peer == "compile"
+        gaps = [
+            loss_gap(model, core, p, threads, compiled) for p in (params, with_random_head(params))
+        ]
+        if max(gaps) > AGREE:
+            raise SystemExit(
+                f"{model.name}: presk's and {PEERS[peer]}'s f64 losses differ by "
+                f"{max(gaps):.1e} relative (at most {AGREE:.0e}): not the same function"
+            )
+        said.append(f"{peer} f64 {gaps[0]:.0e} initial, {gaps[1]:.0e} random head")
+    if "onnxruntime" in peers:
+        gap = onnxruntime_gap(model, core, with_random_head(params), threads)
+        if gap > AGREE_F32:
+            raise SystemExit(
+                f"{model.name}: onnxruntime's f32 loss and presk's f64 loss differ by "
+                f"{gap:.1e} relative (at most {AGREE_F32:.1e}): not the same function"
+            )
+        said.append(f"onnxruntime f32 {gap:.0e}")
+    return f"{model.name}: losses agree ({'; '.join(said)})"
+
+
+def exported(model: Model, params: dict, dtype, folder: str) -> str:
+    """The model's loss on `params` exported to ONNX in `folder`: the file's path."""
+    core = model.core()
+    net = TorchGPT(model, params, dtype).eval()
+    tokens, targets = map(torch.from_numpy, drawn_batch(core))
+    path = os.path.join(folder, f"{model.name.replace(' ', '_')}.onnx")
+    # the TorchScript exporter, which needs no onnxscript; that it is the older one is
+    # not this report's news
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.onnx.export(
+            net,
+            (tokens, targets),
+            path,
+            dynamo=False,
+            input_names=["tokens", "targets"],
+            output_names=["loss"],
+            opset_version=17,
         )
-    return f"{model.name}: f64 losses agree ({gaps[0]:.0e} initial, {gaps[1]:.0e} random head)"
+    return path
 
 
-def median_ms(call, repeat: int) -> float:
-    return statistics.median(timed(call, repeat))
+def onnxruntime_call(model: Model, params: dict, threads: int):
+    """A call of the model's f32 loss on onnxruntime (its session as bench/onnx_peers.py
+    makes one), on presk's drawn batch."""
+    from bench.onnx_peers import session  # onnxruntime, an optional peer
+
+    with tempfile.TemporaryDirectory(prefix="peers-") as folder:
+        peer = session(exported(model, params, torch.float32, folder), threads)
+    tokens, targets = drawn_batch(model.core())
+    feed = {"tokens": tokens, "targets": targets}
+    return lambda: peer.run(None, feed)
 
 
-def measure(model: Model, t: str, threads: int, repeat: int) -> list[tuple[str, float, float]]:
-    """(what, presk ms, PyTorch ms) of the forward pass and of a training step in `t`."""
+def onnxruntime_gap(model: Model, core: presk.Core, params: dict, threads: int) -> float:
+    tokens, targets = drawn_batch(core)
+    ours = float(core.lower("f64").compile("mlir", threads)(params, tokens, targets))
+    theirs = float(onnxruntime_call(model, params, threads)()[0])
+    return abs(ours - theirs) / abs(ours)
+
+
+def measure(
+    model: Model, t: str, threads: int, repeat: int, peers: tuple[str, ...]
+) -> list[tuple[str, float, dict[str, float]]]:
+    """(what, presk ms, each peer's ms) of the forward pass and of a training step in `t`,
+    presk and its peers timed in turns (presk.timing.timed_in_turns)."""
     rows = []
     for what, train in (("forward", False), ("training step", True)):
         core = model.core(train_step=train)
-        ours = median_ms(core.lower(t).compile("mlir", threads).drawn(), repeat)
+        calls = {"presk": core.lower(t).compile("mlir", threads).drawn()}
         base = model.core()  # the loss alone: its parameters and batch
-        net = TorchGPT(model, base.params(seed=0), TYPES[t])
+        params = base.params(seed=0)
         tokens, targets = map(torch.from_numpy, drawn_batch(base))
-        if train:
-            call = torch_step(net, tokens, targets, presk.Hyper())
-        else:
-            call = torch_forward(net, tokens, targets)
-        rows.append((what, ours, median_ms(call, repeat)))
+        for peer in peers:
+            if train and peer in FORWARD_ONLY:
+                continue
+            if peer == "onnxruntime":
+                calls[peer] = onnxruntime_call(model, params, threads)
+                continue
+            net = TorchGPT(model, params, TYPES[t])
+            run = compiled_fresh(net) if peer == "compile" else net
+            if train:
+                calls[peer] = torch_step(net, tokens, targets, presk.Hyper(), run)
+            else:
+                calls[peer] = torch_forward(net, tokens, targets, run)
+        runs = timed_in_turns(calls, repeat, min(TURNS, repeat), SPIN)
+        medians = {name: statistics.median(times) for name, times in runs.items()}
+        ours = medians.pop("presk")
+        rows.append((what, ours, medians))
     return rows
+
+
+def available(peers: list[str]) -> tuple[tuple[str, ...], list[str]]:
+    """The peers asked for that can run here, and a note for each left out."""
+    unknown = [p for p in peers if p not in PEERS]
+    if unknown:
+        raise SystemExit(f"--peers {unknown[0]}: no such peer (of {', '.join(PEERS)})")
+    notes = []
+    if "onnxruntime" in peers and importlib.util.find_spec("onnxruntime") is None:
+        peers = [p for p in peers if p != "onnxruntime"]
+        notes.append("onnxruntime left out: not installed (pip install -e .[peers])")
+    if "eager" not in peers:
+        raise SystemExit("--peers: eager is the baseline every row has; keep it")
+    return tuple(peers), notes
 
 
 def main() -> int:
@@ -250,42 +376,50 @@ def main() -> int:
     ap.add_argument("--types", default="f32,f64")
     ap.add_argument("--models", default="tiny,corpus", help="of " + ", ".join(MODELS))
     ap.add_argument("--course", action="store_true", help="also the course GPT (slow)")
+    ap.add_argument("--peers", default=",".join(PEERS), help="of " + ", ".join(PEERS))
     ap.add_argument("--json", action="store_true", help="the figures as JSON on stdout")
     opts = ap.parse_args()
     torch.set_num_threads(opts.threads)
     names = opts.models.split(",") + (["course"] if opts.course else [])
     types = opts.types.split(",")
+    peers, notes = available(opts.peers.split(","))
     out = sys.stderr if opts.json else sys.stdout
     wait = os.environ.get("OMP_WAIT_POLICY", "unset")
+    versions = {"torch": torch.__version__}
+    if "onnxruntime" in peers:
+        import onnxruntime
+
+        versions["onnxruntime"] = onnxruntime.__version__
     print(
-        f"{time.strftime('%Y-%m-%d')}: {machine()}; presk mlir (its default plan, auto) against "
-        f"PyTorch {torch.__version__} eager, {opts.threads} threads each, median of "
-        f"{opts.repeat} calls, OMP_WAIT_POLICY={wait}; "
-        "ratio = presk / PyTorch (above 1: presk slower)",
+        f"{time.strftime('%Y-%m-%d')}: {machine()}; presk mlir (the default a user gets: "
+        f"plan {default_plan()}) "
+        f"against {', '.join(PEERS[p] for p in peers)} (PyTorch {torch.__version__}"
+        + (f", onnxruntime {versions['onnxruntime']}" if "onnxruntime" in versions else "")
+        + f"), {opts.threads} threads each, median of {opts.repeat} calls, "
+        f"OMP_WAIT_POLICY={wait}; ratio = presk / peer (above 1: presk slower)"
+        + "".join(f"; {note}" for note in notes),
         file=out,
     )
-    print(
-        f"{'model':<14}{'entry':<15}{'type':<6}{'presk ms':>11}{'torch ms':>11}{'ratio':>8}",
-        file=out,
-    )
+    ratios = "".join(f"{p + ': ratio (ms)':>26}" for p in peers)
+    print(f"{'model':<14}{'entry':<15}{'type':<6}{'presk ms':>11}{ratios}", file=out)
     rows = []
     for name in names:
         model = MODELS[name]
-        print(f"  {check(model, opts.threads)}", file=out, flush=True)
+        print(f"  {check(model, opts.threads, peers)}", file=out, flush=True)
         for t in types:
-            for what, ours, theirs in measure(model, t, opts.threads, opts.repeat):
-                rows.append(
-                    {"model": name, "entry": what, "type": t, "presk_ms": ours, "torch_ms": theirs}
+            for what, ours, theirs in measure(model, t, opts.threads, opts.repeat, peers):
+                row = {"model": name, "entry": what, "type": t, "presk_ms": ours}
+                row |= {f"{'torch' if p == 'eager' else p}_ms": ms for p, ms in theirs.items()}
+                rows.append(row)
+                cells = "".join(
+                    f"{ours / theirs[p]:>14.2f} ({theirs[p]:>9.3f})" if p in theirs else " " * 26
+                    for p in peers
                 )
-                print(
-                    f"{model.name:<14}{what:<15}{t:<6}{ours:>11.3f}{theirs:>11.3f}"
-                    f"{ours / theirs:>8.2f}",
-                    file=out,
-                    flush=True,
-                )
+                print(f"{model.name:<14}{what:<15}{t:<6}{ours:>11.3f}{cells}", file=out, flush=True)
     if opts.json:
-        figures = {"torch": torch.__version__, "threads": opts.threads, "repeat": opts.repeat}
-        print(json.dumps({**figures, "omp_wait_policy": wait, "rows": rows}))
+        figures = {**versions, "threads": opts.threads, "repeat": opts.repeat}
+        figures |= {"omp_wait_policy": wait, "plan": default_plan(), "peers": list(peers)}
+        print(json.dumps({**figures, "rows": rows}))
     return 0
 
 

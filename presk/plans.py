@@ -18,6 +18,7 @@ psk-plan (presk/passes/psk_plan.py) applies a plan; the cost model writes one
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable
 from dataclasses import replace
@@ -36,8 +37,8 @@ def read_plan(path: str) -> dict:
 
 def plan_realization(path: str) -> str | None:
     """The machine type a plan (`plan_path`'s value) names in its `realize`, if any:
-    `auto` and `default` name none."""
-    return None if path in NAMED else read_plan(path).get("realize")
+    the plans that are not files name none."""
+    return None if is_named(path) else read_plan(path).get("realize")
 
 
 def layout_change(entry: dict) -> Callable[[Layout], Layout]:
@@ -59,17 +60,47 @@ def split_of(split) -> tuple[int, int] | None:
     return tuple(split)
 
 
-# The two plans that are not files: the cost model's layouts for this machine (what the
-# mlir backend runs unless told otherwise), and each nest's default layout.
+# The plans that are not files: the cost model's layouts for this machine, each nest's
+# default layout, and the fastest of the cost model's best points as measured here
+# (presk/backends/tuning.py), with a bound in seconds on the measuring (`tuned:S`).
 AUTO = "auto"
 DEFAULT = "default"
-NAMED = (AUTO, DEFAULT)
+TUNED = "tuned"
+NAMED = (AUTO, DEFAULT, TUNED)
+
+
+def is_tuned(plan: str | None) -> bool:
+    """Whether a plan (`plan_path`'s value) is `tuned` or `tuned:S`."""
+    return plan is not None and (plan == TUNED or plan.startswith(TUNED + ":"))
+
+
+def is_named(plan: str) -> bool:
+    """Whether a plan (`plan_path`'s value) is one of the plans that are not files."""
+    return plan in NAMED or is_tuned(plan)
+
+
+def tuning_budget(plan: str) -> float | None:
+    """The seconds a `tuned:S` plan may spend measuring; None for `tuned` (the default
+    bound) and for every other plan."""
+    return float(plan.partition(":")[2]) if plan.startswith(TUNED + ":") else None
 
 
 def plan_path(arg: str) -> str:
-    """`auto`, `default`, or a plan file: `@P.json` (the seed's spelling) or a bare path
-    (a file named `auto` is `@auto`)."""
+    """`auto`, `default`, `tuned`, `tuned:S` (S seconds, a number from 0, bounding the
+    measuring), or a plan file: `@P.json` (the seed's spelling) or a bare path (a file
+    named `auto` is `@auto`)."""
     if arg in NAMED:
+        return arg
+    if arg.startswith(TUNED + ":"):
+        seconds = arg.partition(":")[2]
+        try:
+            bound = float(seconds)
+        except ValueError:
+            bound = math.nan
+        if not (math.isfinite(bound) and bound >= 0):
+            raise UsageError(
+                f"plan {arg}: tuned:S bounds the measuring to S seconds, a number from 0"
+            )
         return arg
     path = arg[1:] if arg.startswith("@") else arg
     if not os.path.exists(path):

@@ -77,7 +77,7 @@ class Lowering:
         """`realize` (a `Realization` or its spelling, `f32` or `@R.json`:
         presk/realize.py) and `plan` resolved."""
         r = realize if isinstance(realize, Realization) else realizations.read(realize)
-        if plan is not None and plan not in plans.NAMED:
+        if plan is not None and not plans.is_named(plan):
             named = read_plan(plan).get("realize")
             if named and r.uniform:
                 r = replace(r, default=realizations.read(named).default)
@@ -123,8 +123,10 @@ class Lowering:
 
 def layout_pipeline(plan: str | None) -> Pipeline:
     """The plan's layouts alone: `auto` this machine's cost model's (its target spelled
-    out, so presk-opt repeats it), a plan file's by psk-plan, none for `default` or None."""
-    if plan == plans.AUTO:
+    out, so presk-opt repeats it), and a `tuned` plan's before the mlir backend measures
+    from them (presk/backends/tuning.py); a plan file's by psk-plan; none for `default` or
+    None."""
+    if plan == plans.AUTO or plans.is_tuned(plan):
         auto = PskAutoLayout(bytes=vector_bytes(), workers=default_threads(), cpu=host_cpu()[0])
         return Pipeline((auto,))
     if plan is None or plan == plans.DEFAULT:

@@ -18,6 +18,7 @@ from presk import stages
 from presk.backends.host import CallContext
 from presk.backends.kernel import KernelBackend
 from presk.backends.mlir import MlirBackend
+from presk.backends.tuning import measured_points
 from presk.core.program import read_host_program
 from presk.errors import RealizationError
 from presk.ir.ops import string_attr, walk_ops
@@ -35,7 +36,7 @@ from presk.kernel.cost import Target, _conflicts, predict
 from presk.kernel.epilogue import fold_epilogues
 from presk.kernel.machine import MACHINES
 from presk.kernel.nests import Contraction
-from presk.kernel.planner import choose, sweep_and_pick
+from presk.kernel.planner import choose, offers, sweep_and_pick
 from presk.kernel.relayout import layout_kernels, relayout
 from presk.runtime.values import leaves
 from presk.toolchain import default_threads, vector_bytes, vector_widths
@@ -196,6 +197,19 @@ def test_the_auto_plans_softmax_form_gives_the_defaults_bits_on_a_masked_softmax
     layout = choices[site].layout
     assert layout.form == "two-pass", f"{machine}: {layout.text()}"
     _assert_exact("softmax", machine, vector_bytes(), [layout], site)
+
+
+@pytest.mark.parametrize("machine", TYPES)
+@pytest.mark.parametrize("name", list(NESTS))
+def test_every_point_tuning_measures_gives_the_defaults_bits(name, machine):
+    """`--plan tuned` may pick any point it measures of a nest, the cost model's cheapest
+    (presk/backends/tuning.py): each gives the default's bits."""
+    site, _, _ = _points(name, machine, vector_bytes())
+    module = _lowered(NESTS[name][0], machine)
+    (offer,) = [o for o in offers(module.operation, machine, Target.host()) if o.site == site]
+    points = measured_points(offer)
+    assert len(points) > 1, f"{name} {machine}: one point, nothing measured"
+    _assert_exact(name, machine, vector_bytes(), points, site)
 
 
 DOT = [

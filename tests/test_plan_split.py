@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from conftest import REPO
 
-from presk import api, backends
+from presk import api, backends, plans
 from presk.backends.host import CallContext
 from presk.cli import main
 from presk.ir.ops import python_value
@@ -61,6 +61,12 @@ def test_a_split_object_splits_the_nest_as_the_list_does(tmp_path, depth):
     assert attrs["psk_kernel.workers"] == workers and attrs["psk_kernel.split"] > 1
     assert as_object == as_list
     assert bits == unsplit[0]
+
+
+def test_a_tuned_plan_gives_the_default_plans_bits():
+    """A tuned plan moves the nest to whichever point measured fastest here: the bits of
+    the default layout, whichever it is."""
+    assert _native(plans.TUNED)[0] == _native(plans.DEFAULT)[0]
 
 
 def _stdout(argv: list) -> str:

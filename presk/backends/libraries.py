@@ -65,15 +65,18 @@ def stored_library(entry: Entry, text: str, build, load, warn, scratch: str = "p
 class Entry:
     """A library's place in the cache: the library, the text it was made from (a kernel's
     MLIR, or C source: `suffix`) and the library's digest. The digest is written last, so
-    an entry is whole once its digest matches."""
+    an entry is whole once its digest matches. What an entry holds may be another made
+    file than a library (`payload`: a tuned layout's `.json`, presk/backends/tuning.py),
+    kept and checked the same way."""
 
     directory: Path
     key: str
     suffix: str = ".mlir"
+    payload: str = ".so"
 
     @property
     def lib(self) -> Path:
-        return self.directory / self.key[:2] / f"{self.key}.so"
+        return self.directory / self.key[:2] / f"{self.key}{self.payload}"
 
     @property
     def text_file(self) -> Path:
@@ -91,12 +94,17 @@ class Entry:
     def holds(self, text: str) -> bool:
         """Whether the cache holds this kernel: its text, and a library that matches its
         digest (read as bytes, so a library damaged in any way is never loaded)."""
+        return self.verified(text) is not None
+
+    def verified(self, text: str) -> bytes | None:
+        """The library's bytes if the entry is `text`'s and whole (`holds`), else None."""
         library = _read_regular(self.lib)
-        return (
+        whole = (
             _read_regular(self.text_file) == text.encode()
             and library is not None
             and _read_regular(self.digest_file) == self.digest_of(library)
         )
+        return library if whole else None
 
     def store(self, text: str, library: bytes) -> None:
         """Write the entry, each file atomically, so a process reading it while another

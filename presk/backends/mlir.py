@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from presk import plans, stages
-from presk.backends import REGISTRY
+from presk.backends import REGISTRY, tuning
 from presk.backends.host import CallContext
 from presk.backends.kernel import Kernels
 from presk.backends.launch import LaunchPlans
@@ -37,7 +37,7 @@ from presk.backends.native import (
 )
 from presk.backends.replay import Segment, replay_for
 from presk.backends.schedule import Launch, Schedule
-from presk.backends.workers import Workers
+from presk.backends.workers import SPLIT_WORK, Workers, split_workers
 from presk.core.program import HostProgram, read_host_program
 from presk.kernel.machine import MACHINES, Machine
 from presk.kernel.weights import quant_inputs
@@ -46,9 +46,6 @@ from presk.quantize import realized_args
 from presk.realize import Realization
 from presk.toolchain import default_threads, vector_bytes
 
-# Below this many scalar operations a launch runs on one thread: handing pieces to the
-# workers costs tens of microseconds.
-SPLIT_WORK = 1 << 17
 # A dropout draw's cost in scalar operations: a fourth of a Philox block's 20 multiplies
 # and 40 other operations, for splitting it as a kernel is.
 DRAW_WORK = 16
@@ -172,19 +169,28 @@ class MlirBackend:
         self.natives: dict[str, Native] = {}  # by kernel name: those of its bundle, held
         self._trace: _Trace | None = None  # while a schedule is traced
         self._element_names: dict = {}  # by element type (`_element_name`)
+        self.tuning: tuning.Tuning | None = None  # what a tuned plan measured, or read
 
     @classmethod
     def create(cls, module, realization: Realization, plan, bits, threads) -> MlirBackend:
         """Native code for a kernel-stage module: without a plan, its nests moved to the
-        cost model's layouts for this machine (`auto`), then code-generated for this
-        machine's vectors (the affine stage) and compiled kernel by kernel as called."""
+        cost model's layouts for this machine (`auto`), and where the model was not fitted
+        on this core to the fastest of its best points as measured (`tuned`,
+        presk/backends/tuning.py); a tuned plan's measured likewise. Then code-generated
+        for this machine's vectors (the affine stage) and compiled kernel by kernel as
+        called."""
+        threads = threads or default_threads()
         if plan is None:
             stages.layout_pipeline(plans.AUTO).run(module)
+            plan = tuning.default_plan()
+        tuned = None
+        if plans.is_tuned(plan):
+            tuned = tuning.tune(module, threads, shared_compiler(), plans.tuning_budget(plan))
         stages.affine(module, vector_bytes())
         machine = MACHINES[realization.default]
-        return cls(
-            read_host_program(module), module, machine, realization, threads or default_threads()
-        )
+        backend = cls(read_host_program(module), module, machine, realization, threads)
+        backend.tuning = tuned
+        return backend
 
     def call(self, args, ctx: CallContext | None = None, entry: str | None = None):
         ctx = ctx or CallContext()
@@ -253,15 +259,10 @@ class MlirBackend:
 
     def _split_over(self, kernel: Compiled) -> Workers | None:
         """The workers a launch of `kernel` is split over; None if it runs on one thread."""
-        if kernel.split <= 1:
-            return None
-        if kernel.workers:  # the layout's split
-            workers = Workers(kernel.workers)
-        elif self.workers.threads > 1 and kernel.work >= self.split_work:
-            workers = self.workers
-        else:
-            return None
-        return workers if workers.threads > 1 else None
+        n = split_workers(
+            kernel.split, kernel.work, kernel.workers, self.workers.threads, self.split_work
+        )
+        return Workers(n) if n > 1 else None
 
     def dropout_keep(self, elements: int) -> Compiled:
         """The replay runtime's dropout draw (presk/backends/draws.c) as a kernel of two

@@ -20,7 +20,8 @@ module holds them, in order (under `bundles/`). Beside each library are its text
 compared on every hit so a hash collision can never run the wrong code, and its digest
 (BLAKE2b of the library keyed by the key), checked on every load so a library truncated,
 damaged or swapped for another's is compiled again rather than run. A cache that cannot
-be written costs one warning: the kernels are compiled for this process alone.
+be written costs one warning: the kernels are compiled for this process alone. A tuned
+plan's picks (presk/backends/tuning.py) are kept under `tuned/` the same way.
 
 A compiler keeps what it loaded: every kernel a live backend still holds, and the last
 `LOADED` it was asked for. A library none of whose kernels is held is unloaded
@@ -179,16 +180,21 @@ class Compiler:
     def holds(self, text: str) -> bool:
         """Whether the kernel of this `kernel_source` is loaded, or in the cache: whether
         asking for it costs no compilation."""
-        return text in self._live or self._place(text).holds(text)
+        return text in self._live or self.place(text).holds(text)
 
-    def _place(self, text: str, folder: str = "") -> Entry:
+    def place(
+        self, text: str, folder: str = "", suffix: str = ".mlir", payload: str = ".so"
+    ) -> Entry:
+        """The cache entry (`Entry`) of what is made from `text`, under `folder`, keyed by
+        it and by what the compiler makes code for: the MLIR version, the CPU and its
+        features, the pipeline."""
         key = hashlib.blake2b(f"{self._prefix}\n{text}".encode(), digest_size=16).hexdigest()
-        return Entry(self.directory / folder, key)
+        return Entry(self.directory / folder, key, suffix, payload)
 
     def _compile_or_load(self, text: str, ctx: ir.Context, nbuffers: int) -> Native:
         start = time.perf_counter()
         fns, path, cached = cached_library(
-            self._place(text),
+            self.place(text),
             text,
             lambda so: _build([(SYMBOL, text)], ctx, so),
             lambda lib: _load(lib, {SYMBOL: nbuffers}),
@@ -200,7 +206,7 @@ class Compiler:
         """An entry's kernels by name, from their bundle loaded in this process or held by
         the cache (verified); {} if neither has it."""
         text = bundle_source(kernels.values())
-        place = self._place(text, BUNDLES)
+        place = self.place(text, BUNDLES)
         natives = {name: self._live.get(f"{place.key}:{name}") for name in kernels}
         if None in natives.values():
             if not place.holds(text):
@@ -220,7 +226,7 @@ class Compiler:
         cache; `sources` are their `kernel_source`s, `advance(n)` is called as n more are
         compiled."""
         text = bundle_source(kernels.values())
-        place = self._place(text, BUNDLES)
+        place = self.place(text, BUNDLES)
         ctx = next(iter(kernels.values())).context
         start = time.perf_counter()
         fns, path = stored_library(

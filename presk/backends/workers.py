@@ -15,6 +15,22 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 
+# Below this many scalar operations a launch runs on one thread: handing pieces to the
+# workers costs tens of microseconds.
+SPLIT_WORK = 1 << 17
+
+
+def split_workers(trips: int, work: int, workers: int, threads: int, split_work: int) -> int:
+    """The workers a launch of a kernel is split over (1: it runs on one thread): its
+    layout's `workers` if it names a split, else `threads` where its `work` (scalar
+    operations) is at least `split_work`; never where its splittable loop has no two
+    `trips`."""
+    if trips <= 1:
+        return 1
+    if workers:
+        return workers
+    return threads if work >= split_work else 1
+
 
 @cache
 def _pool(n: int) -> ThreadPoolExecutor:

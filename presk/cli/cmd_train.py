@@ -23,7 +23,7 @@ from presk.cli.programs import (
 from presk.cli.recorded import apply_checkpoint
 from presk.errors import BindingError, UsageError
 from presk.front.bindings import argument_dim
-from presk.plans import NAMED
+from presk.plans import is_named
 from presk.runtime.inputs import parameters
 from presk.train.data import Windows
 from presk.train.evaluate import backend_words
@@ -314,8 +314,8 @@ def run(args) -> int:
         "remat": args.remat,
         "data": os.path.abspath(args.data) if args.data else None,
         "init": os.path.abspath(args.init) if args.init else None,
-        # a plan given is recorded, as run --weights reads it back (auto and default by name)
-        **({"plan": plan if plan in NAMED else "@" + os.path.abspath(plan)} if plan else {}),
+        # a plan given is recorded, as run --weights reads it back (auto, default, tuned by name)
+        **({"plan": plan if is_named(plan) else "@" + os.path.abspath(plan)} if plan else {}),
         "hyper": asdict(hyper),
         **(to_meta(data.tokenizer) if data is not None else {}),
     }

@@ -92,8 +92,10 @@ def add_seed_arg(p) -> None:
 def add_plan_arg(p) -> None:
     p.add_argument(
         "--plan",
-        metavar="@P.json|auto|default",
+        metavar="@P.json|auto|tuned[:S]|default",
         help="a plan: a realization and a layout for each contraction nest it names; auto, "
-        "the cost model's layouts (the mlir backend's default), or default, each nest's "
-        "default layout (the kernel evaluator's and dump's)",
+        "the cost model's layouts; tuned, the fastest of its best points as measured here "
+        "(within S seconds; the mlir backend's default on a core the model was not fitted "
+        "on, auto on the others); or default, each nest's default layout (the kernel "
+        "evaluator's and dump's)",
     )

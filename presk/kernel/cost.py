@@ -67,6 +67,14 @@ PRESK_EXP = 22.0  # cycles presk's own exp on a vector of f64 lanes (45 operatio
 DIVIDE = 5.0  # cycles a vector division
 SCRATCH = 60.0  # cycles to allocate and free a softmax's scratch row
 GHZ = 2.5  # to show cycles as time
+# The cores the constants were measured on, by LLVM's name, with their vector width
+FITTED = {"znver1": 32, "znver4": 64, "znver5": 64, "emeraldrapids": 64}
+
+
+def fitted(cpu: str, width: int) -> bool:
+    """Whether the model was fitted on the core LLVM calls `cpu`, at `width`-byte vectors:
+    on another it prices the nearest it knows (`Target.for_machine`)."""
+    return FITTED.get(cpu) == width
 
 
 @dataclass(frozen=True)

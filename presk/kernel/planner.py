@@ -125,12 +125,25 @@ def _check(nest: Nest | Rows, layout: Layout, machine: str) -> None:
         check(nest, layout, machine)
 
 
-def choose(module, machine: str, target: Target) -> list[Choice]:
-    """The cheapest layout of each contraction and softmax nest of a module at the kernel
-    stage. A site a function's instances share (Linear.apply/%0 in Linear{16, 64} and
-    Linear{64, 16}) is one nest of the plan: its layout must suit every kernel launched
-    there, and it is the cheapest in total, and a site with no such point keeps its
-    kernels' defaults."""
+@dataclass(frozen=True)
+class Offer:
+    """A nest of the plan (a site) and the points every kernel launched there can take,
+    cheapest first, each with its predicted cycles over those kernels."""
+
+    site: str
+    kernels: tuple  # the kernel ops launched at the site, one a launch
+    nests: tuple[Nest | Rows, ...]  # theirs
+    ranked: tuple[tuple[float, Layout], ...]
+    default_cycles: float
+    epilogue: bool  # whether a bias add after every launch folds into the nest
+
+
+def offers(module, machine: str, target: Target) -> list[Offer]:
+    """Each contraction and softmax nest of a module at the kernel stage with its points
+    priced. A site a function's instances share (Linear.apply/%0 in Linear{16, 64} and
+    Linear{64, 16}) is one nest of the plan: its points are those that suit every kernel
+    launched there, priced in total; a site with no such point is left out (its kernels
+    keep their defaults)."""
     kernels = layout_kernels(module)
     # a function's instances repeat their nests (each layer's Linear{16, 64}): each nest's
     # points and each point's price are found once
@@ -159,23 +172,33 @@ def choose(module, machine: str, target: Target) -> list[Choice]:
         if not points:  # no point every kernel of the site can take: it keeps its defaults
             continue
         costs = [(sum(price(n, p, element) for n in nests), i, p) for i, p in enumerate(points)]
-        cycles, _, layout = min(costs)
+        ranked = tuple((cycles, p) for cycles, _, p in sorted(costs))
         default_cycles = sum(price(n, d, element) for n, d in zip(nests, defaults, strict=True))
         adds = [bias_add(module, op) for op in launches] if isinstance(nests[0], Nest) else []
         # one launch fewer, one pass over t fewer; an add that two products feed (x·w + x·v)
         # folds into the first one's nest only, after which the second reads no add alone
-        if adds and all(a is not None and a[0] not in folded for a in adds):
-            layout = replace(layout, epilogue=True)
+        epilogue = bool(adds) and all(a is not None and a[0] not in folded for a in adds)
+        if epilogue:
             folded.extend(a[0] for a in adds)
+        out.append(Offer(site, tuple(fs), tuple(nests), ranked, default_cycles, epilogue))
+    return out
+
+
+def choose(module, machine: str, target: Target) -> list[Choice]:
+    """The cheapest layout of each contraction and softmax nest of a module at the kernel
+    stage (`offers`), a bias add after it folded where one can be."""
+    out = []
+    for offer in offers(module, machine, target):
+        cycles, layout = offer.ranked[0]
         out.append(
             Choice(
-                site,
-                fs[0].attributes["sym_name"].value,
-                nests[0],
-                layout,
+                offer.site,
+                offer.kernels[0].attributes["sym_name"].value,
+                offer.nests[0],
+                replace(layout, epilogue=offer.epilogue),
                 cycles,
-                default_cycles,
-                tuple(nests),
+                offer.default_cycles,
+                offer.nests,
             )
         )
     return out
