@@ -117,12 +117,17 @@ class KernelBuilder:
                 scf.YieldOp([])
             self._ips.pop()
 
-    def reduce(self, n: int, inits: list[ir.Value], step, parallel: bool = False) -> list[ir.Value]:
-        """A loop carrying values: `step(i, carried) -> new carried`, in increasing i."""
+    def reduce(
+        self, n: int, inits: list[ir.Value], step, parallel: bool = False, mark: str | None = None
+    ) -> list[ir.Value]:
+        """A loop carrying values: `step(i, carried) -> new carried`, in increasing i. `mark`
+        names a unit attribute the loop carries for a later pass."""
         with self._at():
             op = scf.ForOp(self.index_const(0), self.index_const(n), self.index_const(1), inits)
             if parallel:
                 op.attributes["psk_kernel.parallel"] = ir.UnitAttr.get()
+            if mark:
+                op.attributes[mark] = ir.UnitAttr.get()
         self._ips.append(ir.InsertionPoint(op.body))
         try:
             new = step(op.induction_variable, list(op.inner_iter_args))

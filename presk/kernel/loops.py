@@ -16,6 +16,9 @@ from mlir.dialects import affine
 from presk.ir.ops import module_functions
 
 PARALLEL = "psk_kernel.parallel"
+# a loop carrying only running maxima that its kernel reads through x − m alone, so no
+# stored bit depends on the order of its iterations (docs/kernels.md, section 2)
+ANY_ORDER = "psk_kernel.any_order"
 # the loop over the panels a contraction packs its b into (one a block of J)
 PANELS = "psk_kernel.panels"
 

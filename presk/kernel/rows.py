@@ -6,6 +6,7 @@ exponentials). softmax's nest lives here, not with its primitive, because the la
 from __future__ import annotations
 
 from presk.ir.types import TensorType
+from presk.kernel.loops import ANY_ORDER
 from presk.kernel.nests import TOGETHER, accumulate, aligned_index, grouped_loops
 
 
@@ -29,20 +30,27 @@ def row_kernel(kb, x: TensorType, axis: int, body, together: int = 1) -> None:
 def row_maxes(kb, n, values, allowed=None):
     """Each row's maximum (`values[q](j)` its element j): from its first element (or -inf
     with a mask, over the positions `allowed[q]` allows), each larger element taking its
-    place."""
+    place; a NaN never does, so a maximum is NaN only where the row's first element is.
+
+    Its loop is marked `ANY_ORDER`: the kernels built on these maxima read each only
+    through x − m, and its value does not depend on the order the elements are taken in,
+    only the sign of a zero maximum may, which x − m does not show to what reads it
+    (exp(±0) = 1; x − (±0) = x for x ≠ 0; and where x − m is a zero whose sign it
+    flips, log Σ − (x_t − m) adds it to a log Σ ≥ +0). So psk-vectorize takes it in
+    lanes, each lane from the same start."""
     starts = [kb.const("-inf") if allowed else value(kb.index_const(0)) for value in values]
 
     def step(j, acc):
         out = []
         for q, value in enumerate(values):
-            v = value(j[0])
+            v = value(j)
             take = kb.cmp("ogt", v, acc[q])
             if allowed:
-                take = kb.both(allowed[q](j[0]), take)
+                take = kb.both(allowed[q](j), take)
             out.append(kb.select(take, v, acc[q]))
         return out
 
-    return accumulate(kb, [n], starts, step)
+    return kb.reduce(n, starts, step, mark=ANY_ORDER)
 
 
 def kept_sums(kb, n, terms):

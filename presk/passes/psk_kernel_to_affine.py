@@ -2,11 +2,12 @@
 
 Each kernel `func.func` gets memref arguments of its buffers' shapes and element types,
 and two `index` arguments `lo, hi` after them. `scf.for` loops become `affine.for` (their
-`psk_kernel.parallel` mark kept); `psk_kernel.load`/`store` become `affine.load`/`store`
-where every index is an affine function of the loop indices, and `memref.load`/`store`
-otherwise (a gather by token); a bf16 element widens with `arith.extf` and rounds to
-nearest even with `arith.truncf`; `psk_kernel.call` becomes the `math` op of the same C
-library function. Nothing is reordered, so every value is computed as before.
+`psk_kernel.parallel` and `psk_kernel.any_order` marks kept); `psk_kernel.load`/`store`
+become `affine.load`/`store` where every index is an affine function of the loop indices,
+and `memref.load`/`store` otherwise (a gather by token); a bf16 element widens with
+`arith.extf` and rounds to nearest even with `arith.truncf`; `psk_kernel.call` becomes the
+`math` op of the same C library function. Nothing is reordered, so every value is
+computed as before.
 
 A kernel whose only top-level work is one parallel loop runs that loop from `lo` to `hi`,
 so the host may split it over threads; it is marked `psk_kernel.split` with the loop's
@@ -30,6 +31,7 @@ from presk.ir.ops import python_value, walk_ops
 from presk.kernel.builder import buffer_parts
 from presk.kernel.functions import IMPL, expand
 from presk.kernel.loops import (
+    ANY_ORDER,
     PANELS,
     PARALLEL,
     constant_bounds,
@@ -108,7 +110,7 @@ def _affine_for(loop: ir.Operation) -> None:
     lo, hi, step = (constant_index(v) for v in list(loop.operands)[:3])
     with loop.location, ir.InsertionPoint(loop):
         new = affine.AffineForOp(lo, hi, step, list(loop.operands)[3:]).operation
-    for mark in (PARALLEL, PANELS):
+    for mark in (PARALLEL, PANELS, ANY_ORDER):
         if mark in loop.attributes:
             new.attributes[mark] = ir.UnitAttr.get()
     move_body(loop, new)

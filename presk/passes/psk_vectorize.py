@@ -21,6 +21,16 @@ vector (two registers of f64) an iteration left the core's arithmetic units most
 idle; four give LLVM independent chains to interleave (the corpus GPT's gelu 15 %
 faster a call; its softmax, four rows at a time already, no faster). Still op for op:
 no bit changes.
+
+A loop marked `psk_kernel.any_order` (the running maxima of softmax's and cross-entropy's
+rows, presk/kernel/rows.py) carries values, each `select(x > m, x, m)` (the comparison
+perhaps and-ed with a mask's), and its body is otherwise one the rule above takes. It
+runs in lanes the same way, each carried value a vector whose every lane starts from the
+loop's initial value and takes the maximum of its own iterations, op for op; after the
+loop the lanes are combined by the same rule, halves against halves, and the scalar loop
+takes the rest from there. A maximum does not depend on the order its elements are taken
+in but for the sign of a zero maximum, which the mark promises nothing stored shows; a
+NaN is never taken, so a NaN maximum is the initial value in every lane, and the same.
 """
 
 from __future__ import annotations
@@ -29,15 +39,17 @@ from dataclasses import dataclass
 from functools import partial
 
 from mlir import ir
-from mlir.dialects import affine, vector
+from mlir.dialects import affine, arith, vector
 
 from presk.kernel.loops import (
+    ANY_ORDER,
     PARALLEL,
     access,
     body_ops,
     bounds,
     constant_bounds,
     dim_coefficient,
+    is_inside,
     kernel_funcs,
     rebuild_for,
     step_of,
@@ -50,6 +62,7 @@ _LOADS = ("affine.load",)
 _STORES = ("affine.store",)
 DEEP = 24  # a chain of dependent operations this long leaves the core waiting on latency
 CHAINS = 4  # the independent chains a deep body is given, by more lanes
+_OGT = 2  # arith.cmpf's predicate "ogt"
 
 
 @dataclass(frozen=True)
@@ -63,13 +76,16 @@ class PskVectorize(Pass):
         for f in kernel_funcs(module):
             lanes = width // MACHINES[f.attributes["psk_kernel.type"].value].arith.itemsize
             if lanes >= 2:
-                apply([f], {"affine.for": partial(_vectorize_contiguous, lanes)})
+                apply([f], {"affine.for": partial(_in_lanes, lanes)})
 
 
-def _vectorize_contiguous(lanes: int, loop, rewriter) -> bool:
-    if not _vectorizable(loop, lanes):
+def _in_lanes(lanes: int, loop, rewriter) -> bool:
+    if _vectorizable(loop, lanes):
+        _vectorize(loop, _chained(loop, lanes))
+    elif _any_order_maxima(loop, lanes):
+        _vectorize(loop, lanes)
+    else:
         return False
-    _vectorize(loop, _chained(loop, lanes))
     return True
 
 
@@ -124,13 +140,90 @@ def _gathers_contiguous(op, iv, varying: set) -> bool:
 
 
 def _vectorizable(loop, lanes: int) -> bool:
+    """An elementwise loop: parallel, carrying nothing, each store moving with it."""
     if PARALLEL not in loop.attributes or loop.results or step_of(loop) != 1:
         return False
     if not _bounds_kind(loop, lanes):
         return False
-    block = loop.regions[0].blocks[0]
-    iv = block.arguments[0]
+    iv = loop.regions[0].blocks[0].arguments[0]
     varying = {iv}
+    if not _lanes_take(loop, varying):
+        return False
+    stores = [o for o in body_ops(loop)[:-1] if o.name in _STORES + ("memref.store",)]
+    return bool(stores) and all(any(v in varying for v in o.operands) for o in stores)
+
+
+def _any_order_maxima(loop, lanes: int) -> bool:
+    """A loop marked `ANY_ORDER` that stores nothing, whose carried values are each
+    updated by the maximum's rule (`_max_update`) and whose body lanes take."""
+    if ANY_ORDER not in loop.attributes or not loop.results or step_of(loop) != 1:
+        return False
+    if not _bounds_kind(loop, lanes):
+        return False
+    iv, *carried = loop.regions[0].blocks[0].arguments
+    ops = body_ops(loop)
+    if any(o.name in _STORES + ("memref.store",) for o in ops):
+        return False
+    new = list(ops[-1].operands)
+    updates = zip(carried, new, strict=True)
+    if not all(_max_update(m, n, set(carried), loop) for m, n in updates):
+        return False
+    return _lanes_take(loop, {iv, *carried})
+
+
+def _max_update(m, new, carried: set, loop) -> bool:
+    """Whether `new` is `select(x > m, x, m)`, the comparison perhaps and-ed with a
+    condition of its own, x and that condition read from no carried value, and m read by
+    nothing else."""
+    if not _made_by(new, "arith.select") or list(new.owner.operands)[2] != m:
+        return False
+    select = new.owner
+    condition, x = list(select.operands)[:2]
+    parts = [condition]
+    if _made_by(condition, "arith.andi"):
+        parts = list(condition.owner.operands)
+    compared = [c for c in parts if _greater(c, x, m)]
+    if len(compared) != 1:
+        return False
+    others = [c for c in parts if c is not compared[0]] + [x]
+    readers = {u.owner for u in m.uses}
+    return readers == {select, compared[0].owner} and not _reads_any(others, carried, loop)
+
+
+def _made_by(v, name: str) -> bool:
+    return not isinstance(v.owner, ir.Block) and v.owner.name == name
+
+
+def _greater(c, x, m) -> bool:
+    """Whether `c` is `arith.cmpf ogt, x, m`."""
+    return (
+        _made_by(c, "arith.cmpf")
+        and list(c.owner.operands) == [x, m]
+        and ir.IntegerAttr(c.owner.attributes["predicate"]).value == _OGT
+    )
+
+
+def _reads_any(values, carried: set, loop) -> bool:
+    """Whether any of `values` is computed, in `loop`'s body, from a carried value."""
+    seen = set()
+    todo = list(values)
+    while todo:
+        v = todo.pop()
+        if v in carried:
+            return True
+        if v in seen or not is_inside(v, loop) or isinstance(v.owner, ir.Block):
+            continue
+        seen.add(v)
+        todo.extend(v.owner.operands)
+    return False
+
+
+def _lanes_take(loop, varying: set) -> bool:
+    """Whether every op of `loop`'s body that reads a value of `varying` (its index, its
+    carried values; the set grows by what they compute) has lanes: contiguous loads and
+    stores (gathered rows included), `arith` and `math` ops, no loop, no index computed
+    from the loop's."""
+    iv = loop.regions[0].blocks[0].arguments[0]
     body = body_ops(loop)[:-1]
     stored = {o.operands[1] for o in body if o.name in _STORES + ("memref.store",)}
     for op in body:
@@ -150,8 +243,7 @@ def _vectorizable(loop, lanes: int) -> bool:
         elif not op.name.startswith(("arith.", "math.")) or iv in list(op.operands):
             return False  # an index computed from the loop index, a gather by it
         varying.update(op.results)
-    stores = [o for o in body if o.name in _STORES + ("memref.store",)]
-    return bool(stores) and all(any(v in varying for v in o.operands) for o in stores)
+    return True
 
 
 def _bounds_kind(loop, lanes: int) -> str | None:
@@ -180,14 +272,21 @@ def _split_point(loop, lanes: int) -> tuple[ir.AffineMap, list]:
 
 
 def _vectorize(loop, lanes: int) -> None:
+    """`loop` in lanes: its whole vectors in a new loop before it, the rest left to it
+    (erased where there is none). Its carried values, if any, are maxima: a vector each,
+    every lane from the initial value, combined after the new loop into the rest's."""
     block = loop.regions[0].blocks[0]
-    iv = block.arguments[0]
+    iv, *carried = block.arguments
     end = _split_point(loop, lanes)
+    (lb, lb_ops), (_, ub_ops) = bounds(loop)
+    inits = list(loop.operands)[len(lb_ops) + len(ub_ops) :]
+    mark = ANY_ORDER if carried else PARALLEL
     with loop.location, ir.InsertionPoint(loop):
-        (lb, lb_ops), _ = bounds(loop)
-        main = _new_loop(lb, lb_ops, *end, lanes)
-    new_iv = main.regions[0].blocks[0].arguments[0]
-    values = {iv: new_iv}  # scalar value -> its vector (or, for the index, the new index)
+        starts = [vector.broadcast(ir.VectorType.get([lanes], v.type), v) for v in inits]
+        main = _new_loop(lb, lb_ops, *end, lanes, starts, mark)
+    new_iv, *new_carried = main.regions[0].blocks[0].arguments
+    # scalar value -> its vector (or, for the index, the new index)
+    values = {iv: new_iv, **dict(zip(carried, new_carried, strict=True))}
     broadcasts: dict = {}
 
     def vector_of(v):
@@ -198,13 +297,14 @@ def _vectorize(loop, lanes: int) -> None:
                 broadcasts[v] = vector.broadcast(ir.VectorType.get([lanes], v.type), v)
         return broadcasts[v]
 
-    terminator = body_ops(main)[-1]
-    for op in body_ops(loop)[:-1]:
+    main_body = main.regions[0].blocks[0]
+    *ops, terminator = body_ops(loop)
+    for op in ops:
         if not any(v in values for v in op.operands):
             op.move_before(main)  # computed once, before both loops
             continue
         attrs = {name: op.attributes[name] for name in op.attributes}
-        with op.location, ir.InsertionPoint(terminator):
+        with op.location, ir.InsertionPoint(main_body):
             if op.name in _LOADS:
                 buf, _, operands = access(op)
                 t = ir.VectorType.get([lanes], op.result.type)
@@ -239,20 +339,46 @@ def _vectorize(loop, lanes: int) -> None:
                 )
         for r, nr in zip(op.results, new.results, strict=True):
             values[r] = nr
+    with terminator.location, ir.InsertionPoint(main_body):
+        affine.AffineYieldOp([values[v] for v in terminator.operands])
+    with loop.location, ir.InsertionPoint(loop):
+        maxima = [_lanes_combined(v, lanes) for v in main.results]
     found = constant_bounds(loop)
     if found is not None and (found[1] - found[0]) % lanes == 0:
+        for r, m in zip(loop.results, maxima, strict=True):
+            r.replace_all_uses_with(m)
         loop.erase()  # the vectors cover every iteration
     else:
+        for k, m in enumerate(maxima):  # the rest goes on from the lanes' maxima
+            loop.operands[len(lb_ops) + len(ub_ops) + k] = m
         rebuild_for(loop, lower=end)
 
 
-def _new_loop(lb, lb_ops, ub, ub_ops, lanes: int):
+def _lanes_combined(v, lanes: int):
+    """The maximum of a vector's lanes by the loop's rule, `select(x > m, x, m)`: its upper
+    half against its lower while the count is even, then the lanes left one by one."""
+    while lanes % 2 == 0:
+        lanes //= 2
+        half = ir.VectorType.get([lanes], v.type.element_type)
+        low, high = (vector.extract_strided_slice(half, v, [at], [lanes], [1]) for at in (0, lanes))
+        v = arith.select(_ogt(high, low), high, low)
+    m = vector.extract(v, [], [0])
+    for lane in range(1, lanes):
+        x = vector.extract(v, [], [lane])
+        m = arith.select(_ogt(x, m), x, m)
+    return m
+
+
+def _ogt(a, b):
+    return arith.cmpf(ir.IntegerAttr.get(ir.IntegerType.get_signless(64), _OGT), a, b)
+
+
+def _new_loop(lb, lb_ops, ub, ub_ops, lanes: int, inits: list, mark: str):
+    """An empty loop (its body to fill, its yield included) stepping by `lanes`."""
     loop = affine.AffineForOp(
-        lb, ub, lanes, lower_bound_operands=lb_ops, upper_bound_operands=ub_ops
+        lb, ub, lanes, inits, lower_bound_operands=lb_ops, upper_bound_operands=ub_ops
     )
-    loop.attributes[PARALLEL] = ir.UnitAttr.get()
-    with ir.InsertionPoint(loop.body):
-        affine.AffineYieldOp([])
+    loop.attributes[mark] = ir.UnitAttr.get()
     return loop.operation
 
 

@@ -36,6 +36,11 @@
 // CHECK:         affine.store %[[SUM]], %arg1[] : memref<f64>
 // CHECK-NOT:     psk_kernel.load
 
+// A row's maximum keeps its mark, psk_kernel.any_order, for psk-vectorize.
+// CHECK-LABEL: func.func @k3.softmax_max(
+// CHECK:         affine.for %arg4 = 0 to 3 iter_args(%{{.*}} = %cst) -> (f64) {
+// CHECK:         } {psk_kernel.any_order}
+
 module {
   func.func @k0.add(%arg0: !psk_kernel.buffer<bf16, array<i64: 4, 2>, ["batch", ""]>, %arg1: !psk_kernel.buffer<bf16, array<i64: 2>, [""]>, %arg2: !psk_kernel.buffer<bf16, array<i64: 4, 2>, ["batch", ""]>) attributes {psk_kernel.kernel = "add", psk_kernel.ops = 1 : i64, psk_kernel.type = "bf16"} {
     %c2 = arith.constant 2 : index
@@ -82,6 +87,20 @@ module {
       scf.yield %n : f64
     }
     "psk_kernel.store"(%s, %arg1) : (f64, !psk_kernel.buffer<f64, array<i64>, []>) -> ()
+    return
+  }
+  func.func @k3.softmax_max(%arg0: !psk_kernel.buffer<f64, array<i64: 3>, [""]>, %arg1: !psk_kernel.buffer<f64, array<i64>, []>) attributes {psk_kernel.kernel = "softmax", psk_kernel.ops = 1 : i64, psk_kernel.type = "f64"} {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c3 = arith.constant 3 : index
+    %inf = arith.constant 0xFFF0000000000000 : f64
+    %m = scf.for %k = %c0 to %c3 step %c1 iter_args(%acc = %inf) -> (f64) {
+      %x = "psk_kernel.load"(%arg0, %k) : (!psk_kernel.buffer<f64, array<i64: 3>, [""]>, index) -> f64
+      %gt = arith.cmpf ogt, %x, %acc : f64
+      %n = arith.select %gt, %x, %acc : f64
+      scf.yield %n : f64
+    } {psk_kernel.any_order}
+    "psk_kernel.store"(%m, %arg1) : (f64, !psk_kernel.buffer<f64, array<i64>, []>) -> ()
     return
   }
 }

@@ -56,6 +56,36 @@
 // CHECK-NOT:     affine.for
 // CHECK:         return
 
+// CHECK-LABEL: func.func @k7.softmax(
+// CHECK:         %[[START:.*]] = vector.broadcast %[[INF:.*]] : f32 to vector<8xf32>
+// CHECK:         %[[ZERO:.*]] = vector.broadcast %{{.*}} : i8 to vector<8xi8>
+// CHECK-NEXT:    %[[LANES:.*]] = affine.for %[[J:.*]] = 0 to 16 step 8 iter_args(%[[M:.*]] = %[[START]]) -> (vector<8xf32>) {
+// CHECK-NEXT:      %[[X:.*]] = affine.vector_load %arg0[%{{.*}}, %[[J]]] : memref<2x20xf32>, vector<8xf32>
+// CHECK-NEXT:      %[[GT:.*]] = arith.cmpf ogt, %[[X]], %[[M]] : vector<8xf32>
+// CHECK-NEXT:      %[[K:.*]] = affine.vector_load %arg1[%{{.*}}, %[[J]]] : memref<2x20xi8>, vector<8xi8>
+// CHECK-NEXT:      %[[KEEP:.*]] = arith.cmpi ne, %[[K]], %[[ZERO]] : vector<8xi8>
+// CHECK-NEXT:      %[[TAKE:.*]] = arith.andi %[[KEEP]], %[[GT]] : vector<8xi1>
+// CHECK-NEXT:      %[[NEW:.*]] = arith.select %[[TAKE]], %[[X]], %[[M]] : vector<8xi1>, vector<8xf32>
+// CHECK-NEXT:      affine.yield %[[NEW]] : vector<8xf32>
+// CHECK-NEXT:    } {psk_kernel.any_order}
+// CHECK-NEXT:    %[[LO4:.*]] = vector.extract_strided_slice %[[LANES]] {offsets = [0], sizes = [4], strides = [1]} : vector<8xf32> to vector<4xf32>
+// CHECK-NEXT:    %[[HI4:.*]] = vector.extract_strided_slice %[[LANES]] {offsets = [4], sizes = [4], strides = [1]} : vector<8xf32> to vector<4xf32>
+// CHECK-NEXT:    %[[GT4:.*]] = arith.cmpf ogt, %[[HI4]], %[[LO4]] : vector<4xf32>
+// CHECK-NEXT:    %[[M4:.*]] = arith.select %[[GT4]], %[[HI4]], %[[LO4]] : vector<4xi1>, vector<4xf32>
+// CHECK:         %[[M1:.*]] = arith.select %{{.*}} : vector<1xi1>, vector<1xf32>
+// CHECK-NEXT:    %[[MAX:.*]] = vector.extract %[[M1]][0] : f32 from vector<1xf32>
+// CHECK-NEXT:    %[[REST:.*]] = affine.for %{{.*}} = 16 to 20 iter_args(%{{.*}} = %[[MAX]]) -> (f32) {
+// CHECK:           arith.select %{{.*}} : f32
+// CHECK:         } {psk_kernel.any_order}
+// CHECK-NEXT:    affine.store %[[REST]], %arg2
+
+// CHECK-LABEL: func.func @k8.max(
+// CHECK-NOT:     vector
+// CHECK:         return
+// CHECK-LABEL: func.func @k9.sum(
+// CHECK-NOT:     vector
+// CHECK:         return
+
 // Registers one f32 wide have no lanes to fill.
 // NARROW-NOT: vector
 
@@ -242,6 +272,53 @@ module {
         affine.store %a22, %arg1[0, %j] : memref<2x64xf32>
         affine.store %b22, %arg1[1, %j] : memref<2x64xf32>
       } {psk_kernel.parallel}
+    } {psk_kernel.parallel}
+    return
+  }
+  // A row's maximum over the positions a mask allows, marked any_order (softmax's,
+  // presk/kernel/rows.py): a vector of maxima from -inf, every lane its own iterations,
+  // its upper half against its lower down to one lane, then the scalar rest from there.
+  func.func @k7.softmax(%arg0: memref<2x20xf32>, %arg1: memref<2x20xi8>, %arg2: memref<2xf32>, %lo: index, %hi: index) attributes {psk_kernel.kernel = "softmax", psk_kernel.type = "f32", psk_kernel.split = 2 : i64, psk_kernel.work = 1 : i64} {
+    %inf = arith.constant 0xFF800000 : f32
+    %c0_i8 = arith.constant 0 : i8
+    affine.for %i = %lo to %hi {
+      %m = affine.for %j = 0 to 20 iter_args(%acc = %inf) -> (f32) {
+        %x = affine.load %arg0[%i, %j] : memref<2x20xf32>
+        %gt = arith.cmpf ogt, %x, %acc : f32
+        %k = affine.load %arg1[%i, %j] : memref<2x20xi8>
+        %keep = arith.cmpi ne, %k, %c0_i8 : i8
+        %take = arith.andi %keep, %gt : i1
+        %new = arith.select %take, %x, %acc : f32
+        affine.yield %new : f32
+      } {psk_kernel.any_order}
+      affine.store %m, %arg2[%i] : memref<2xf32>
+    } {psk_kernel.parallel}
+    return
+  }
+  // The same maximum unmarked (max's own, which it stores: the sign of a zero maximum
+  // depends on the order), and a marked loop that carries a sum: left as they are.
+  func.func @k8.max(%arg0: memref<2x20xf32>, %arg1: memref<2xf32>, %lo: index, %hi: index) attributes {psk_kernel.kernel = "reduce_max", psk_kernel.type = "f32", psk_kernel.split = 2 : i64, psk_kernel.work = 1 : i64} {
+    %inf = arith.constant 0xFF800000 : f32
+    affine.for %i = %lo to %hi {
+      %m = affine.for %j = 0 to 20 iter_args(%acc = %inf) -> (f32) {
+        %x = affine.load %arg0[%i, %j] : memref<2x20xf32>
+        %gt = arith.cmpf ogt, %x, %acc : f32
+        %new = arith.select %gt, %x, %acc : f32
+        affine.yield %new : f32
+      }
+      affine.store %m, %arg1[%i] : memref<2xf32>
+    } {psk_kernel.parallel}
+    return
+  }
+  func.func @k9.sum(%arg0: memref<2x20xf32>, %arg1: memref<2xf32>, %lo: index, %hi: index) attributes {psk_kernel.kernel = "sum", psk_kernel.type = "f32", psk_kernel.split = 2 : i64, psk_kernel.work = 1 : i64} {
+    %zero = arith.constant 0.0 : f32
+    affine.for %i = %lo to %hi {
+      %s = affine.for %j = 0 to 20 iter_args(%acc = %zero) -> (f32) {
+        %x = affine.load %arg0[%i, %j] : memref<2x20xf32>
+        %new = arith.addf %acc, %x : f32
+        affine.yield %new : f32
+      } {psk_kernel.any_order}
+      affine.store %s, %arg1[%i] : memref<2xf32>
     } {psk_kernel.parallel}
     return
   }
