@@ -233,7 +233,7 @@ def _cut(text: str) -> str:
 
 # the solve's rungs: the float ladder, then integer weights (precision/integers.py)
 _RUNGS = ("f64", "f32", "bf16", "int8", "int8/pow2", "int4", "int4/pow2")
-_OUTCOMES = ("taken", "refused", "slower", "kept", "rejected", "measured", "held out")
+_OUTCOMES = ("taken", "refused", "slower", "kept", "rejected", "culprit", "measured", "held out")
 
 
 def _record(what: str, properties: dict, optional: tuple[str, ...] = (), unknown="field") -> dict:

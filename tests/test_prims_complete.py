@@ -1,5 +1,5 @@
-"""Every primitive is complete: an IRDL op, a conformance case, and where its record
-says they apply, a precision rule (a result that can be real) and an entry in
+"""Every primitive is complete: an IRDL op, a conformance case, a ball rule (the certified
+reference's semantics), and where its record says they apply, a precision rule (a result that can be real) and an entry in
 tests/data/prims.psk (a program can hold it); and its record agrees with its signature
 (presk/language.py), which the program check reads, and with the ops it elaborates to.
 
@@ -58,6 +58,8 @@ def lacks(prims: Iterable[Prim], facts: Facts) -> list[str]:
             missing.append(f"IRDL op (irdl.operation @{p.op[4:]} in {IRDL.relative_to(REPO)})")
         if bounded(p) and p.name not in facts.rules:
             missing.append("precision rule (presk/precision/rules.py, RULES)")
+        if p.ball is None:
+            missing.append("ball rule (its record's `ball`: presk/prims/balls.py's arithmetic)")
         if p.op not in facts.conformed:
             missing.append("conformance case (tests/conformance/suite.py)")
         if program_holds(p) and p.op not in facts.listed:
@@ -94,11 +96,29 @@ def test_every_primitive_is_complete():
 
 
 def test_a_primitive_without_a_precision_rule_is_named():
-    twice = Prim(Signature("twice", "psk.twice", (1, 1)), lambda types, attrs: types[0])
+    twice = Prim(Signature("twice", "psk.twice", (1, 1)), lambda types, attrs: types[0], ball=_ball)
     f = facts()
     given = Facts({*f.irdl_ops, twice.op}, f.rules, {*f.conformed, twice.op}, {*f.listed, twice.op})
     assert lacks([*all_prims(), twice], given) == [
         "primitive twice has no precision rule (presk/precision/rules.py, RULES)"
+    ]
+
+
+def _ball(ap, xs):
+    return xs[0] * 2
+
+
+def test_a_primitive_without_a_ball_rule_is_named():
+    twice = Prim(Signature("twice", "psk.twice", (1, 1)), lambda types, attrs: types[0])
+    f = facts()
+    given = Facts(
+        {*f.irdl_ops, twice.op},
+        {*f.rules, "twice"},
+        {*f.conformed, twice.op},
+        {*f.listed, twice.op},
+    )
+    assert lacks([*all_prims(), twice], given) == [
+        "primitive twice has no ball rule (its record's `ball`: presk/prims/balls.py's arithmetic)"
     ]
 
 

@@ -82,6 +82,13 @@ REGISTRY: dict[str, Backend] = {
             exact=True,
         ),
         Backend(
+            "ball",
+            "the certified reference, Arb balls at --bits that contain the exact values",
+            "presk.backends.ball:BallReference",
+            "core",
+            exact=True,
+        ),
+        Backend(
             "kernel",
             "the kernel evaluator in --realize",
             "presk.backends.kernel:KernelBackend",

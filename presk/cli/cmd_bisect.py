@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from presk.cli.common import positive_count, real_number
 from presk.cli.flags import RECORDED_BINDINGS_HELP, WEIGHTS_HELP, add_program_args
-from presk.cli.programs import add_sample_args, elaborate_args
+from presk.cli.programs import add_reference_arg, add_sample_args, elaborate_args
 from presk.cli.recorded import apply_checkpoint
 from presk.precision.bisect import Inputs, bisect, text
 from presk.progress import Progress
@@ -34,6 +34,7 @@ def configure(p) -> None:
         metavar="K",
         help="how many of the largest jumps to print (default 5)",
     )
+    add_reference_arg(p)
 
 
 def run(args) -> int:
@@ -43,6 +44,6 @@ def run(args) -> int:
     inputs = Inputs(args.seed, args.weights, args.data)
     label = f"presk bisect: {args.realize} on {args.backend} beside the reference"
     with Progress(label, phase=True):
-        found = bisect(core, args.realize, inputs, args.backend, args.bits)
+        found = bisect(core, args.realize, inputs, args.backend, args.bits, args.reference)
     print(text(found, args.top, args.budget), end="")
     return 0

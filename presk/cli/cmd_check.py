@@ -4,13 +4,14 @@ realization is from its exact value, over the samples of a magnitude envelope.""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from presk import backends
 from presk.cli.common import whole_number
 from presk.cli.flags import Defaulted, add_program_args, add_weights_arg, recorded_help
-from presk.cli.programs import elaborate_args, envelope_of
+from presk.cli.programs import add_reference_arg, elaborate_args, envelope_of
 from presk.cli.recorded import apply_checkpoint
-from presk.precision.bound import Propagation, measured_gap
+from presk.precision.bound import Gap, Propagation, measurement
 from presk.precision.envelope import Envelope
 from presk.precision.rules import MODELS
 from presk.progress import Progress
@@ -61,6 +62,7 @@ def configure(p) -> None:
         default="mlir",
         help="the backend --measure runs the realization on (default mlir)",
     )
+    add_reference_arg(p)
 
 
 def run(args) -> int:
@@ -80,8 +82,9 @@ def run(args) -> int:
     if args.measure:
         label = f"presk check: measuring on {args.backend} against the reference"
         with Progress(label, phase=True):
-            gap = measured_gap(core, envelope, kernels.realization, args.backend)
-    _print_bounds(results, gap, args.backend)
+            measured = replace(envelope, meta=replace(envelope.meta, reference=args.reference))
+            gap = measurement(core, measured, kernels.realization, args.backend)
+    _print_bounds(results, gap, args.backend, args.reference)
     _print_sites(core, results, args.sites)
     return 0
 
@@ -98,9 +101,13 @@ def _condition(envelope: Envelope) -> str:
     )
 
 
-def _print_bounds(results: dict, gap: float | None, backend: str) -> None:
-    if gap is not None:
-        print(f"measured gap ({backend}, max over the samples): {_number(gap)}")
+def _print_bounds(results: dict, measured: Gap | None, backend: str, reference: str) -> None:
+    gap = measured.upper if measured is not None else None
+    if measured is not None:
+        print(
+            f"measured gap ({backend}, max over the samples): {_number(gap)}; "
+            f"{reference} reference's radius {_number(measured.radius)}"
+        )
     for model, result in results.items():
         # rss takes errors as independent: an estimate, which correlated errors can exceed
         what = "estimate" if model == "rss" else "bound"

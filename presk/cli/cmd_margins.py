@@ -14,7 +14,7 @@ from presk import backends
 from presk.cli.cmd_generate import recorded_setup
 from presk.cli.common import positive_count, real_number
 from presk.cli.flags import add_program_args, recorded_help, reference_bits
-from presk.cli.programs import elaborate_args, load_program
+from presk.cli.programs import add_reference_arg, elaborate_args, load_program
 from presk.errors import UsageError
 from presk.precision.margins import (
     Bound,
@@ -84,6 +84,7 @@ def configure(p) -> None:
         help="precision of the reference in bits (default 64: margins far above 2^-64 of "
         "the logits need no more, and it is the fastest)",
     )
+    add_reference_arg(p)
     p.add_argument(
         "--workers",
         type=positive_count,
@@ -117,7 +118,7 @@ def run(args) -> int:
     data = Windows.load(args.data)
     batch = check_logits_entry(core.view, data)[0].shape[0]
     batches = held_out_batches(data, batch, args.samples)
-    job = held_out_job(program, core, args.weights, args.data, batches, args.bits)
+    job = held_out_job(program, core, args.weights, args.data, batches, args.bits, args.reference)
     workers = args.workers if args.workers is not None else default_threads()
     with Progress(f"presk margins: the exact logits of {batches} batches", phase=True):
         exact = exact_logits(core, job, workers)

@@ -127,6 +127,19 @@ def add_warmup_args(p, defaults: bool = True) -> None:
     )
 
 
+REFERENCE = "ball"  # what the precision commands measure against unless told
+
+
+def add_reference_arg(p) -> None:
+    """`--reference`: which exact backend a precision command measures against."""
+    p.add_argument(
+        "--reference",
+        choices=backends.names(exact=True),
+        default=REFERENCE,
+        help=backends.described(exact=True) + f" (default {REFERENCE}: certified balls)",
+    )
+
+
 def add_backend_args(p, default: str = "interp") -> None:
     p.add_argument(
         "--backend",

@@ -24,6 +24,11 @@ ones that spent the budget. A site's own rounding is its own (a bf16 kernel amon
 ones jumps by about 2⁴⁰), and so is amplification (an exp of inputs near 3 triples
 their gap, a mean of values that nearly cancel multiplies theirs): a jump says where
 the gap grew, whatever made it grow.
+
+What widening a site can remove is its type's part of that: `typed_own`, its own gap as
+far as its own roundings, amplified as its inputs' gaps were, can make it (presk solve
+widens by it, presk/precision/solve.py). The reference's values of one sample serve any
+number of realizations (`Reference`, `against`).
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from presk.precision.sensitivity import site_descriptions
 from presk.prims import exact
 from presk.quantize import Quantized
 from presk.runtime.values import leaves
+from presk.stages import launch_sites
 
 # The f64 roundings a kernel may add before its site counts as a jump: a fused chain
 # rounds once an op, and a sum of n terms up to n times.
@@ -98,10 +104,36 @@ class Row:
     def jump(self) -> float:
         return self.gap / (self.inherited + FLOOR)
 
+    def typed_own(self, work: int) -> float:
+        """The part of its own gap its type can have made: its `work` + 1 roundings (a sum
+        of k terms rounds k times, then its store) amplified as much as its inputs' gaps
+        were (gap / inherited), at most. Past that, its own gap is its inputs' errors
+        amplified (a cancellation), which no type of its own removes. A value that is not
+        finite where its inputs are is its type's doing (an overflow), whole."""
+        amplified = self.gap / self.inherited if self.inherited > 0 else math.inf
+        return min(self.own, amplified * (work + 1) * UNIT[self.type])
+
 
 def own(gap: float, inherited: float) -> float:
     """The part of a value's gap that what it read does not explain."""
     return gap - inherited if gap > inherited else 0.0
+
+
+@dataclass(frozen=True)
+class Reference:
+    """The exact reference's run of one sample at `bits`: the values of every launch site,
+    by site in run order, and the output."""
+
+    bits: int
+    values: dict[str, list]
+    output: object
+
+
+def reference_run(core: Core, args: list, seed: int, bits: int, kind: str = "interp") -> Reference:
+    """The reference `kind` run once on `args`, every launch site's values recorded."""
+    sites = set(launch_sites(core.lower("f64").module))
+    values, out = _reference_run(core.reference(bits, kind), args, seed, sites)
+    return Reference(bits, values, out)
 
 
 @dataclass(frozen=True)
@@ -127,22 +159,33 @@ class Bisection:
 
 
 def bisect(
-    core: Core, realize, inputs: Inputs, backend: str = "kernel", bits: int = 128
+    core: Core,
+    realize,
+    inputs: Inputs,
+    backend: str = "kernel",
+    bits: int = 128,
+    kind: str = "interp",
 ) -> Bisection:
     """The realization `realize` (a spelling or a Realization) on `backend`, against the
-    reference at `bits`, on `inputs`: every launch site's gap and what it inherited."""
+    reference `kind` (ball or interp) at `bits`, on `inputs`: every launch site's gap and
+    what it inherited (on balls, against their midpoints)."""
     args = sample_arguments(core, inputs, 0)
+    ref = reference_run(core, args, inputs.seed, bits, kind)
+    return against(core, realize, args, inputs.seed, backend, ref)
+
+
+def against(core: Core, realize, args: list, seed: int, backend: str, ref: Reference) -> Bisection:
+    """`bisect` of `realize` on `args` (drawn at `seed`), against the reference's run of
+    them."""
     machine = core.lower(realize).compile(backend, threads=1)
-    runs, out = _machine_run(machine, args, inputs.seed)
-    reference = core.reference(bits)
-    values, exact_out = _reference_run(reference, args, inputs.seed, {r.site for r in runs})
-    with exact.context(bits):
-        _measure(runs, values)
+    runs, out = _machine_run(machine, args, seed)
+    with exact.context(ref.bits):
+        _measure(runs, ref.values)
         output_gap = max(
-            (gap(e.data, np.asarray(m.data)) for e, m in _real_pairs(exact_out, out)),
+            (gap(e.data, np.asarray(m.data)) for e, m in _real_pairs(ref.output, out)),
             default=0.0,
         )
-    return Bisection(core.entry, backend, bits, _rows(core, runs), output_gap)
+    return Bisection(core.entry, backend, ref.bits, _rows(core, runs), output_gap)
 
 
 # ---- watching the runs ----------------------------------------------------------------------

@@ -34,10 +34,11 @@ from presk.precision.envelope import (
     Meta,
     SiteEnvelope,
     SumStats,
+    exact_types,
     site_order,
 )
 from presk.precision.samples import sample_arguments, sample_seed
-from presk.prims import exact
+from presk.prims import balls, exact
 from presk.prims.base import Apply, Prim
 from presk.runtime.values import Tensor
 
@@ -45,8 +46,8 @@ from presk.runtime.values import Tensor
 
 
 def _terms(prim: Prim, ap: Apply) -> int:
-    """A contraction's k: every term a product, so on ones each element counts its terms."""
-    return int(np.max(prim.reference(ap, [np.ones(t.shape) for t in ap.in_types])))
+    """A contraction's k, as its record reads it off the application."""
+    return prim.terms(ap)
 
 
 def _reads(prim: Prim, ap: Apply) -> int:
@@ -122,6 +123,46 @@ def _rounded(x: np.ndarray, to: gmpy2.context) -> np.ndarray:
 
 
 ROUNDING_ERRORS = {t: _rounding_error(t) for t in TYPES}
+_F64 = gmpy2.ieee(64)
+
+
+def _exact_in_f64(data: np.ndarray) -> bool:
+    """Whether every element is a double: float64 data is; MPFR numbers are checked one by
+    one, stopping at the first that is not (most values fail at once)."""
+    if np.asarray(data).dtype != object:
+        return True
+    return all(_F64.plus(v) == v for v in np.asarray(data).flat)
+
+
+def _exact(data: np.ndarray, errors: dict[str, np.ndarray], on_balls: bool) -> tuple[str, ...]:
+    """The machine types every element of an exact value is exact in (of balls, those
+    whose rounding's upper bound is 0, and f64 only with a narrower one: not exact is
+    always safe to say)."""
+    narrow = [t for t, e in errors.items() if not np.any(e)]
+    f64 = bool(narrow) or (not on_balls and _exact_in_f64(data))  # f64 holds f32 and bf16
+    return exact_types(narrow + ["f64"] * f64)
+
+
+def _ball_rounding(t: str) -> Callable[[np.ndarray], np.ndarray]:
+    """|fl_t(x) − x| bounded over each ball: its midpoint's rounding to t is a t-number,
+    no nearer to x than x's own rounding, and Arb bounds its distance to every point of
+    the ball (float64, rounded up)."""
+    to_t = _ROUND[t]
+
+    def error(data: np.ndarray) -> np.ndarray:
+        near = _rounded(balls.to_float64(data), to_t)
+        return balls.upper(balls.exact(near) - data)
+
+    return error
+
+
+BALL_ROUNDING_ERRORS = {t: _ball_rounding(t) for t in TYPES}
+
+
+def _ball_stats(data: np.ndarray) -> tuple[np.ndarray, dict]:
+    """A ball value's magnitude and rounding errors by type, element by element: upper
+    bounds over each ball, as float64 (which _value_stats then rounds up exactly)."""
+    return balls.upper(data), {t: BALL_ROUNDING_ERRORS[t](data) for t in TYPES}
 
 
 def _groups(a: np.ndarray, grain: str) -> np.ndarray:
@@ -131,31 +172,48 @@ def _groups(a: np.ndarray, grain: str) -> np.ndarray:
     return rows.T if grain == "channel" else rows
 
 
-def _value_stats(data: np.ndarray, grain: str) -> tuple[float, dict, Grain | None]:
-    """(magnitude, rounding by type, the grain's) of an exact value."""
-    magnitude = np.asarray(np.abs(data), dtype=object)  # a scalar's stays an array
-    errors = {t: np.asarray(ROUNDING_ERRORS[t](data), dtype=object) for t in TYPES}
+def _value_stats(
+    data: np.ndarray, grain: str, on_balls: bool = False
+) -> tuple[float, dict, Grain | None, tuple]:
+    """(magnitude, rounding by type, the grain's, the types it is exact in) of an exact
+    value: of MPFR numbers, or bounded over balls (`on_balls`)."""
+    if on_balls:
+        magnitude, errors = _ball_stats(np.asarray(data, dtype=object))
+        magnitude = np.asarray(magnitude, dtype=object)
+        errors = {t: np.asarray(e, dtype=object) for t, e in errors.items()}
+    else:
+        magnitude = np.asarray(np.abs(data), dtype=object)  # a scalar's stays an array
+        errors = {t: np.asarray(ROUNDING_ERRORS[t](data), dtype=object) for t in TYPES}
+    exact_in = _exact(data, errors, on_balls)
     if grain == "site":
         return (
             _round_up(np.max(magnitude)),
             {t: _round_up(np.max(e)) for t, e in errors.items()},
             None,
+            exact_in,
         )
 
     def per_group(a: np.ndarray) -> tuple[float, ...]:
         return tuple(_up(_groups(a, grain).max(axis=1)).tolist())
 
     g = Grain(grain, per_group(magnitude), {t: per_group(e) for t, e in errors.items()})
-    return max(g.magnitude), {t: max(e) for t, e in g.rounding.items()}, g
+    return max(g.magnitude), {t: max(e) for t, e in g.rounding.items()}, g, exact_in
 
 
-def _sum_stats(prim: Prim, ap: Apply, xs: list, summed: int, terms: int) -> SumStats:
-    """Σ|xᵢwᵢ|, √Σ(xᵢwᵢ)² and the factors, from the primitive's reference run again."""
-    ones = [exact.exact(np.ones(x.shape)) for x in xs[:summed]]
+def _sum_stats(
+    prim: Prim, ap: Apply, xs: list, summed: int, terms: int, on_balls: bool = False
+) -> SumStats:
+    """Σ|xᵢwᵢ|, √Σ(xᵢwᵢ)² and the factors, from the primitive's reference run again (its
+    ball rule on balls, each result's largest upper bound)."""
+    numbers = balls if on_balls else exact
+    ones = [numbers.exact(np.ones(x.shape)) for x in xs[:summed]]
     absolute = [np.asarray(np.abs(x), dtype=object) for x in xs[:summed]]
     squares = [np.asarray(x * x, dtype=object) for x in xs[:summed]]
 
     def largest(operands: list) -> object:
+        if on_balls:
+            out = np.asarray(prim.ball(ap, operands + xs[summed:]), dtype=object)
+            return balls.arb(float(np.max(balls.upper(out))))
         return np.max(prim.reference(ap, operands + xs[summed:]))
 
     def but(operands: list, i: int) -> list:
@@ -164,14 +222,19 @@ def _sum_stats(prim: Prim, ap: Apply, xs: list, summed: int, terms: int) -> SumS
     # a term's coefficient: 1, but a mean's 1/k (its reference on ones is 1, not k)
     scale = largest(ones) / terms
 
+    def up(x) -> float:  # a ball's bound is a float64 already
+        return float(x) if on_balls else _round_up(x)
+
     def root(x) -> float:
+        if on_balls:
+            return float(balls.upper(balls.objects([(scale * x).sqrt()], (1,)))[0])
         return _round_up(gmpy2.sqrt(scale * x))
 
     return SumStats(
         terms,
-        _round_up(largest(absolute)),
+        up(largest(absolute)),
         root(largest(squares)),
-        tuple(_round_up(largest(but(absolute, i))) for i in range(summed)),
+        tuple(up(largest(but(absolute, i))) for i in range(summed)),
         tuple(root(largest(but(squares, i))) for i in range(summed)),
     )
 
@@ -194,6 +257,7 @@ def merged(a: SiteEnvelope, b: SiteEnvelope) -> SiteEnvelope:
         work=max(a.work, b.work),
         sum=None if a.sum is None else _merged_sums(a.sum, b.sum),
         grain=None if a.grain is None else _merged_grains(a.grain, b.grain),
+        exact=tuple(t for t in a.exact if t in b.exact),
     )
 
 
@@ -249,9 +313,13 @@ class Recorder:
     def __init__(self, job: Job):
         self.job = job
         self.core = job.core()
-        self.compiled = self.core.reference(job.meta.bits)
-        host = self.compiled.backend.host
-        self._apply, host.apply = host.apply, self._record
+        self.compiled = self.core.reference(job.meta.bits, job.meta.reference)
+        self.numbers = self.compiled.backend.numbers  # MPFR numbers, or balls
+        backend = self.compiled.backend
+        self._apply, backend.host.apply = backend.host.apply, self._record
+        # a ball reference runs a call again at more bits where it certified too few: each
+        # run records the sample afresh, not on top of the run it abandoned
+        self._run, backend.run = backend.run, self._fresh_run
         self._static: dict[tuple, tuple[int, int]] = {}  # (work, summed operands) by shapes
         self._sites: dict[str, SiteEnvelope] = {}  # this sample's
         self._counts: dict[str, int] = {}
@@ -262,6 +330,10 @@ class Recorder:
         meta = self.job.meta
         self.compiled(*sample_arguments(self.core, meta, index), seed=sample_seed(meta, index))
         return {s: replace(e, count=self._counts[s]) for s, e in self._sites.items()}
+
+    def _fresh_run(self, *args, **kwargs):
+        self._sites, self._counts = {}, {}
+        return self._run(*args, **kwargs)
 
     def _record(self, op, ins: list, ctx: CallContext, draw) -> Tensor:
         out = self._apply(op, ins, ctx, draw)
@@ -280,9 +352,10 @@ class Recorder:
         if key not in self._static:
             self._static[key] = (work(prim, ap), prim.sums)
         k, summed = self._static[key]
-        magnitude, rounding, grain = _value_stats(value, self.job.meta.grain)
-        sums = _sum_stats(prim, ap, xs, summed, k) if summed else None
-        return SiteEnvelope(prim.name, magnitude, rounding, value.size, k, sums, grain)
+        on_balls = self.numbers is balls
+        magnitude, rounding, grain, exact_in = _value_stats(value, self.job.meta.grain, on_balls)
+        sums = _sum_stats(prim, ap, xs, summed, k, on_balls) if summed else None
+        return SiteEnvelope(prim.name, magnitude, rounding, value.size, k, sums, grain, exact_in)
 
 
 _local = threading.local()  # each thread's recorder (a Dask worker runs tasks in threads)

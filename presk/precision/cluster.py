@@ -1,4 +1,6 @@
-"""Calibration samples on a Dask distributed cluster (`presk calibrate --scheduler`).
+"""Samples on a Dask distributed cluster: calibration's (`presk calibrate --scheduler`),
+and the exact outputs a solve measures its candidates against (`presk solve
+--scheduler`).
 
 Dask is optional (`pip install presk[cluster]`): it is imported here, when a scheduler
 is named, and nowhere else, so presk installs and runs without it. One sample is one
@@ -25,9 +27,10 @@ def _distributed():
         ) from None
 
 
-def on_cluster(address: str) -> Spread:
-    """Samples sent as tasks to the Dask scheduler at `address` (E0001 if it is not an
-    address Dask takes, E0004 if nothing answers there)."""
+def on_cluster(address: str, task=sample_sites) -> Spread:
+    """Samples sent as tasks to the Dask scheduler at `address`, `task(job, index)` run
+    for each (a sample's sites, or its exact output); E0001 if it is not an address Dask
+    takes, E0004 if nothing answers there."""
     distributed = _distributed()
     scheme, _ = distributed.comm.parse_address(address)
     try:  # before a Client: one given an unknown scheme hangs a minute on its way out
@@ -43,7 +46,7 @@ def on_cluster(address: str) -> Spread:
                 f"cannot reach the scheduler at {address}: {e}", code="E0004"
             ) from None
         with client:
-            futures = client.map(sample_sites, [job] * len(indices), indices, pure=False)
+            futures = client.map(task, [job] * len(indices), indices, pure=False)
             for i, future in zip(indices, futures, strict=True):
                 yield i, future.result()
 

@@ -92,11 +92,17 @@ def held_out_batches(data: Windows, batch: int, samples: int | None) -> int:
 
 
 def held_out_job(
-    program: Program, core: Core, weights: str, data: str, batches: int, bits: int
+    program: Program,
+    core: Core,
+    weights: str,
+    data: str,
+    batches: int,
+    bits: int,
+    reference: str = "interp",
 ) -> Job:
-    """The job of the first `batches` held-out batches of `data` on the reference at `bits`:
-    a calibration's Job, its Meta describing these samples (no envelope is written from
-    it, so it has no date and keeps one magnitude a site)."""
+    """The job of the first `batches` held-out batches of `data` on the reference at `bits`
+    (`reference`, ball or interp): a calibration's Job, its Meta describing these samples
+    (no envelope is written from it, so it has no date and keeps one magnitude a site)."""
     meta = Meta(
         program=program_digest(program),
         entry=core.entry,
@@ -110,6 +116,7 @@ def held_out_job(
         bits=bits,
         grain="site",
         date="",
+        reference=reference,
     )
     return Job(program.ast.text, program.ast.file, core.remat, meta)
 
@@ -147,7 +154,7 @@ def exact_batch(job: Job, index: int) -> np.ndarray:
 
 
 def _reference(core: Core, meta: Meta) -> Compiled:
-    return core.reference(meta.bits)
+    return core.reference(meta.bits, meta.reference)
 
 
 def logits_of(compiled: Compiled, core: Core, meta: Meta, index: int) -> np.ndarray:

@@ -17,7 +17,7 @@ import numpy as np
 from presk.ir.types import Axis, TensorType
 from presk.kernel.nests import accumulate, aligned_index, loops
 from presk.language import SIGNATURES
-from presk.prims import exact
+from presk.prims import balls, exact
 from presk.prims.base import (
     Apply,
     AxisSpec,
@@ -124,13 +124,16 @@ def _broadcast_like_ref(ap: Apply, xs: list):
     return np.broadcast_to(aligned(xs[0], ap.in_types[0], ap.out_type), ap.out_type.shape).copy()
 
 
-def _sum_to_ref(ap: Apply, xs: list):
-    x, t, like = xs[0], ap.in_types[0], ap.out_type
-    m = alignment(like, t)  # for each axis of x, the axis of `like` it becomes
-    summed = [i for i, j in enumerate(m) if j is None]
-    kept = [j for j in m if j is not None]
-    y = exact.sequential_sum(x, summed) if summed else x
-    return np.asarray(np.transpose(y, np.argsort(kept)), dtype=object).copy()
+def _sum_to_rule(num):
+    def rule(ap: Apply, xs: list):
+        x, t, like = xs[0], ap.in_types[0], ap.out_type
+        m = alignment(like, t)  # for each axis of x, the axis of `like` it becomes
+        summed = [i for i, j in enumerate(m) if j is None]
+        kept = [j for j in m if j is not None]
+        y = num.sequential_sum(x, summed) if summed else x
+        return np.asarray(np.transpose(y, np.argsort(kept)), dtype=object).copy()
+
+    return rule
 
 
 def _mask_ref(ap: Apply, xs: list):
@@ -279,6 +282,7 @@ PRIMS = [
         bind=_split_bind,
         attr_kinds={"heads": "i64"},
         reference=_split_ref,
+        ball=_split_ref,
         vjp=_split_vjp,
         kernel=_split_kernel,
     ),
@@ -286,6 +290,7 @@ PRIMS = [
         SIGNATURES["merge_heads"],
         _merge,
         reference=_merge_ref,
+        ball=_merge_ref,
         vjp=_merge_vjp,
         kernel=_merge_kernel,
     ),
@@ -298,6 +303,7 @@ PRIMS = [
         kinds=("any",),
         result="any",
         reference=lambda ap, xs: xs[0],
+        ball=lambda ap, xs: xs[0],
         vjp=_rename_vjp,
     ),
     Prim(
@@ -305,6 +311,7 @@ PRIMS = [
         _broadcast_like,
         kinds=("real", "any"),
         reference=_broadcast_like_ref,
+        ball=_broadcast_like_ref,
         vjp=_broadcast_like_vjp,
         kernel=_broadcast_kernel,
     ),
@@ -312,7 +319,8 @@ PRIMS = [
         SIGNATURES["sum_to"],
         _sum_to,
         kinds=("real", "any"),
-        reference=_sum_to_ref,
+        reference=_sum_to_rule(exact),
+        ball=_sum_to_rule(balls),
         vjp=_sum_to_vjp,
         kernel=_sum_to_kernel,
         work="reads",
@@ -324,6 +332,7 @@ PRIMS = [
         attr_kinds={"axes": "i64s"},
         kinds=("real", "any"),
         reference=_expand_ref,
+        ball=_expand_ref,
         vjp=_expand_vjp,
         kernel=_expand_kernel,
     ),
@@ -334,6 +343,7 @@ PRIMS = [
         bind=_mask_bind,
         attr_kinds={"names": "strs", "sizes": "i64s"},
         reference=_mask_ref,
+        ball=_mask_ref,
         vjp=_flat,
         kernel=_mask_kernel,
     ),

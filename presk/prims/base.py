@@ -90,6 +90,12 @@ class Prim:
     # The exact reference: (application, operand buffers) -> result buffer, exact reals
     # as object arrays of MPFR numbers at the run's precision (presk/prims/exact.py).
     reference: Callable[[Apply, list], object] | None = None
+    # The certified reference: the same, on balls that contain the exact reals (Arb, through
+    # presk/prims/balls.py); a mask or an index certain, or E8005 asking for more bits.
+    ball: Callable[[Apply, list], object] | None = None
+    # It can leave the reals (a division, a root, a logarithm): the ball reference checks
+    # each of its results finite (a ball reaching 0 there is E8005; an exact 0, E8001).
+    partial: bool = False
     # The adjoint, as PSK-Core ops: (emitter, operands, result, cotangent, need) -> one
     # cotangent per operand, None where `need` is False or the operand has none. The
     # emitter (presk/passes/psk_vjp.py) builds ops and knows the forward op's attributes.
@@ -109,6 +115,8 @@ class Prim:
     # move, a gather), "terms" (a contraction's k), "reads" (the operand elements it reads).
     work: str = "one"
     sums: int = 0  # how many leading operands its result is a sum over (a contraction's 2)
+    # A contraction's terms an output element sums (its k), read off its application.
+    terms: Callable[[Apply], int] | None = None
     doc: str = ""
 
     @property

@@ -10,13 +10,15 @@ Every sum runs over the contracted index in increasing order.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from presk.ir.types import Axis, TensorType
 from presk.kernel.contraction import Nest, build, default_layout, describe
 from presk.kernel.nests import Contraction
 from presk.language import SIGNATURES
-from presk.prims import exact
+from presk.prims import balls, exact
 from presk.prims.base import Apply, Prim, TypingError, check_unique_names
 
 
@@ -234,6 +236,25 @@ def _spec(name: str, ap: Apply) -> Contraction:
     )
 
 
+def _ball(name: str):
+    """The contraction on balls: FLINT's matrix products, one a batch index (the sum's
+    order is Arb's; the ball contains the exact sum)."""
+
+    def rule(ap: Apply, xs: list):
+        spec = _spec(name, ap)
+        out = [("o", i) for i in range(ap.out_type.rank)]
+        return balls.contract(xs[0], list(spec.a), xs[1], list(spec.b), out)
+
+    return rule
+
+
+def _terms(name: str):
+    def terms(ap: Apply) -> int:
+        return math.prod(_spec(name, ap).ksizes)
+
+    return terms
+
+
 def _kernel(name: str):
     def lower(kb, ap: Apply) -> None:
         nest = Nest(_spec(name, ap), ap.out_type)
@@ -252,6 +273,8 @@ PRIMS = [
         SIGNATURES["dot"],
         _dot,
         reference=_dot_ref,
+        ball=_ball("dot"),
+        terms=_terms("dot"),
         vjp=_dot_vjp,
         kernel=_kernel("dot"),
         work="terms",
@@ -261,6 +284,8 @@ PRIMS = [
         SIGNATURES["matmul"],
         _matmul,
         reference=_matmul_ref,
+        ball=_ball("matmul"),
+        terms=_terms("matmul"),
         vjp=_matmul_vjp,
         kernel=_kernel("matmul"),
         work="terms",
@@ -270,6 +295,8 @@ PRIMS = [
         SIGNATURES["dot_vjp_l"],
         _vjp_l,
         reference=_vjp_l_ref,
+        ball=_ball("dot_vjp_l"),
+        terms=_terms("dot_vjp_l"),
         kernel=_kernel("dot_vjp_l"),
         work="terms",
         sums=2,
@@ -278,6 +305,8 @@ PRIMS = [
         SIGNATURES["dot_vjp_r"],
         _vjp_r,
         reference=_vjp_r_ref,
+        ball=_ball("dot_vjp_r"),
+        terms=_terms("dot_vjp_r"),
         kernel=_kernel("dot_vjp_r"),
         work="terms",
         sums=2,
@@ -288,6 +317,8 @@ PRIMS = [
         bind=_ein_bind,
         attr_kinds={"axes": "strs"},
         reference=_ein_ref,
+        ball=_ball("ein"),
+        terms=_terms("ein"),
         vjp=_ein_vjp,
         kernel=_kernel("ein"),
         work="terms",

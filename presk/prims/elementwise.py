@@ -13,7 +13,7 @@ import numpy as np
 
 from presk.ir.types import TensorType
 from presk.language import BINARY, SIGNATURES, UNARY
-from presk.prims import exact
+from presk.prims import balls, exact
 from presk.prims.base import Apply, Number, Prim, TypingError, aligned, broadcast_axes
 
 
@@ -43,7 +43,7 @@ def _operands(ap: Apply, xs: list) -> list:
 
 def _gelu(x):
     # x · (1 + erf(x / √2)) / 2, each step rounded, in this order (the kernels follow it).
-    return x * (1 + exact.erf(x / exact.sqrt(np.array(exact.mpfr(2))))) / 2
+    return x * (1 + exact.erf(x / exact.sqrt(np.array(exact.number(2))))) / 2
 
 
 def _relu(x):
@@ -72,6 +72,15 @@ _UNARY_REF = {
     "relu": _relu,
     "sign": _sign,
 }
+# On balls: Arb's functions; relu and sign the union of both sides where a ball straddles 0.
+_UNARY_BALL = {
+    **{n: getattr(balls, n) for n in ("exp", "log", "sqrt", "tanh", "sin", "cos", "erf")},
+    "neg": _UNARY_REF["neg"],
+    "abs": balls.fabs,
+    "gelu": balls.gelu,
+    "relu": balls.relu,
+    "sign": balls.sign,
+}
 
 
 def _binary_ref(fn):
@@ -91,11 +100,16 @@ _BINARY_REF = {
     "min": lambda a, b: np.where((a <= b).astype(bool), a, b),
     "pow": lambda a, b: a**b,
 }
+# max and min of overlapping balls: a ball containing either
+_BINARY_BALL = _BINARY_REF | {"max": balls.maximum, "min": balls.minimum, "div": balls.divide}
 
 
-def _gt_ref(ap: Apply, xs: list):
-    a, b = _operands(ap, xs)
-    return np.broadcast_to((a > b).astype(bool), ap.out_type.shape).copy()
+def _gt(num):
+    def rule(ap: Apply, xs: list):
+        a, b = _operands(ap, xs)
+        return np.broadcast_to(num.greater(a, b), ap.out_type.shape).copy()
+
+    return rule
 
 
 def _select_ref(ap: Apply, xs: list):
@@ -237,12 +251,17 @@ _BINARY_SCALAR = {
 }
 
 
+# The functions without a real value somewhere on the reals.
+_PARTIAL = {"log", "sqrt", "div", "pow"}
+
 PRIMS = [
     Prim(
         SIGNATURES[n],
         _same,
         elementwise=True,
+        partial=n in _PARTIAL,
         reference=lambda ap, xs, f=_UNARY_REF[n]: f(xs[0]),
+        ball=lambda ap, xs, f=_UNARY_BALL[n]: f(xs[0]),
         vjp=_unary_vjp(n),
         scalar=lambda kb, v, ap, f=_UNARY_SCALAR[n]: f(kb, v[0]),
     )
@@ -253,7 +272,9 @@ PRIMS += [
         SIGNATURES[n],
         _broadcast,
         elementwise=True,
+        partial=n in _PARTIAL,
         reference=_binary_ref(_BINARY_REF[n]),
+        ball=_binary_ref(_BINARY_BALL[n]),
         vjp=_binary_vjp(n),
         scalar=lambda kb, v, ap, f=_BINARY_SCALAR[n]: f(kb, v[0], v[1]),
     )
@@ -264,7 +285,8 @@ PRIMS += [
         SIGNATURES["gt"],
         _compare,
         result="bool",
-        reference=_gt_ref,
+        reference=_gt(exact),
+        ball=_gt(balls),
         vjp=lambda e, ins, out, ct, need: [None, None],
         scalar=lambda kb, v, ap: kb.mask_value(kb.cmp("ogt", v[0], v[1])),
         doc="a > b, as a mask",
@@ -274,6 +296,7 @@ PRIMS += [
         _select,
         kinds=("bool", "real"),
         reference=_select_ref,
+        ball=_select_ref,
         vjp=_select_vjp,
         scalar=lambda kb, v, ap: kb.select(kb.truthy(v[0]), v[1], v[2]),
     ),
@@ -288,14 +311,17 @@ def _rate_bind(prim, statics, types) -> dict:
     return {"rate": statics[0].text}
 
 
-def _dropout_ref(ap: Apply, xs: list):
-    x = xs[0]
-    if not ap.training:
-        return x
-    rate = exact.mpfr(ap.attrs["rate"])
-    keep = ap.draw().random(x.shape) >= float(ap.attrs["rate"])
-    scale = 1 / (1 - rate)
-    return np.where(keep, x * scale, exact.mpfr(0))
+def _dropout(num):
+    def rule(ap: Apply, xs: list):
+        x = xs[0]
+        if not ap.training:
+            return x
+        rate = num.number(ap.attrs["rate"])
+        keep = ap.draw().random(x.shape) >= float(ap.attrs["rate"])
+        scale = 1 / (1 - rate)
+        return np.where(keep, x * scale, num.number(0))
+
+    return rule
 
 
 # dropout[p](x): in training, each element is kept when a uniform draw from the key of its
@@ -306,7 +332,8 @@ PRIMS.append(
         _same,
         bind=_rate_bind,
         attr_kinds={"rate": "str"},
-        reference=_dropout_ref,
+        reference=_dropout(exact),
+        ball=_dropout(balls),
         # a kernel gets the mask the host drew as a second input (i8: 1 where kept)
         scalar=lambda kb, v, ap: kb.select(
             kb.truthy(v[1]), kb.mul(v[0], kb.const(f"1 / (1 - {ap.attrs['rate']})")), kb.const("0")

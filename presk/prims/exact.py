@@ -14,7 +14,21 @@ import gmpy2
 import numpy as np
 
 mpfr = gmpy2.mpfr
+number = mpfr  # a constant from a whole number or decimal text (presk/prims/balls.py's twin)
 _to_float = np.frompyfunc(float, 1, 1)
+
+
+# What the reference costs, for its expected time (the 2-core znver5 machine of
+# docs/performance.md at 64 bits: an estimate's scale): a contraction's multiply-add
+# (two object operations), and an element another primitive reads or writes.
+SECONDS_PER_TERM = 4e-7
+SECONDS_PER_ELEMENT = 1.5e-7
+
+
+def number_bytes(bits: int) -> int:
+    """The memory one number takes in an object array: the pointer, gmpy2's object and
+    its limbs."""
+    return 8 + 64 + 8 * -(-bits // 64)
 
 
 def context(bits: int):
@@ -77,3 +91,20 @@ def contract(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     for k in range(1, a.shape[-1]):
         acc = acc + a[..., k] * b[..., k]
     return acc
+
+
+def greater(a: np.ndarray, b: np.ndarray, what: str = "") -> np.ndarray:
+    """a > b as a mask (MPFR numbers always compare)."""
+    return np.asarray(a > b).astype(bool)
+
+
+def row_max(y: np.ndarray) -> np.ndarray:
+    """The maximum along the last axis, read in increasing index order."""
+    acc = y[..., 0].copy()
+    for r in range(1, y.shape[-1]):
+        acc = np.where((y[..., r] > acc).astype(bool), y[..., r], acc)
+    return acc
+
+
+# What softmax and cross-entropy subtract from a row before exp: its maximum.
+shift = row_max

@@ -15,7 +15,7 @@ import numpy as np
 from presk.ir.types import TensorType
 from presk.kernel.nests import accumulate, grouped_loops, loops
 from presk.language import SIGNATURES
-from presk.prims import exact
+from presk.prims import balls, exact
 from presk.prims.base import Apply, Prim, TypingError, axis_position, one_axis, without
 
 
@@ -56,23 +56,21 @@ def _rows(x: np.ndarray, axes) -> np.ndarray:
     return y.reshape(y.shape[: len(keep)] + (-1,))
 
 
-def _sum_ref(ap: Apply, xs: list):
-    return np.asarray(exact.sequential_sum(xs[0], ap.attrs["axes"]), dtype=object)
+def _sum(num):
+    def rule(ap: Apply, xs: list):
+        return np.asarray(num.sequential_sum(xs[0], ap.attrs["axes"]), dtype=object)
+
+    return rule
 
 
-def _mean_ref(ap: Apply, xs: list):
-    count = int(np.prod([xs[0].shape[a] for a in ap.attrs["axes"]]))
-    return np.asarray(
-        exact.sequential_sum(xs[0], ap.attrs["axes"]) / exact.mpfr(count), dtype=object
-    )
+def _mean(num):
+    def rule(ap: Apply, xs: list):
+        count = int(np.prod([xs[0].shape[a] for a in ap.attrs["axes"]]))
+        return np.asarray(
+            num.sequential_sum(xs[0], ap.attrs["axes"]) / num.number(count), dtype=object
+        )
 
-
-def row_max(y: np.ndarray) -> np.ndarray:
-    """The maximum along the last axis, read in increasing index order."""
-    acc = y[..., 0].copy()
-    for r in range(1, y.shape[-1]):
-        acc = np.where((y[..., r] > acc).astype(bool), y[..., r], acc)
-    return acc
+    return rule
 
 
 def row_argmax(y: np.ndarray) -> np.ndarray:
@@ -86,12 +84,19 @@ def row_argmax(y: np.ndarray) -> np.ndarray:
     return idx
 
 
-def _max_ref(ap: Apply, xs: list):
-    return np.asarray(row_max(_rows(xs[0], ap.attrs["axes"])), dtype=object)
+def _max(num):
+    def rule(ap: Apply, xs: list):
+        return np.asarray(num.row_max(_rows(xs[0], ap.attrs["axes"])), dtype=object)
+
+    return rule
 
 
 def _argmax_ref(ap: Apply, xs: list):
     return row_argmax(np.moveaxis(xs[0], ap.attrs["axis"], -1))
+
+
+def _argmax_ball(ap: Apply, xs: list):
+    return balls.row_argmax(np.moveaxis(xs[0], ap.attrs["axis"], -1))
 
 
 def _max_vjp_type(types, attrs) -> TensorType:
@@ -110,6 +115,20 @@ def _max_vjp_ref(ap: Apply, xs: list):
     out = np.full(np.moveaxis(x, axis, -1).shape, exact.mpfr(0), dtype=object)
     np.put_along_axis(out, idx[..., None], ct[..., None], axis=-1)
     return np.moveaxis(out, -1, axis).copy()
+
+
+def _max_vjp_ball(ap: Apply, xs: list):
+    # Where a row's maximum is uncertain, each element that could be it gets the union of
+    # the cotangent and 0: the exact gradient is one of those.
+    x, ct = xs
+    axis = ap.attrs["axes"][0]
+    rows = np.moveaxis(x, axis, -1)
+    last, unsure, can = balls.last_maxima(rows)
+    either = np.frompyfunc(lambda c: c.union(balls.ZERO), 1, 1)(ct)
+    out = np.where(can & unsure[..., None], np.asarray(either, dtype=object)[..., None], balls.ZERO)
+    hit = np.arange(rows.shape[-1]) == last[..., None]
+    out = np.where(hit & ~unsure[..., None], ct[..., None], out)
+    return np.moveaxis(np.asarray(out, dtype=object), -1, axis).copy()
 
 
 # ---- adjoints ---------------------------------------------------------------------------
@@ -243,7 +262,8 @@ PRIMS = [
         _reduce,
         bind=_bind_axes,
         attr_kinds=_AXES,
-        reference=_sum_ref,
+        reference=_sum(exact),
+        ball=_sum(balls),
         vjp=_sum_vjp,
         kernel=_reduce_kernel("sum"),
         work="reads",
@@ -254,7 +274,8 @@ PRIMS = [
         _reduce,
         bind=_bind_axes,
         attr_kinds=_AXES,
-        reference=_mean_ref,
+        reference=_mean(exact),
+        ball=_mean(balls),
         vjp=_mean_vjp,
         kernel=_reduce_kernel("mean"),
         work="reads",
@@ -265,7 +286,8 @@ PRIMS = [
         _reduce,
         bind=_bind_axes,
         attr_kinds=_AXES,
-        reference=_max_ref,
+        reference=_max(exact),
+        ball=_max(balls),
         vjp=_max_vjp,
         kernel=_reduce_kernel("max"),
         work="reads",
@@ -275,6 +297,7 @@ PRIMS = [
         _max_vjp_type,
         attr_kinds=_AXES,
         reference=_max_vjp_ref,
+        ball=_max_vjp_ball,
         kernel=_max_vjp_kernel,
         work="reads",
     ),
@@ -285,6 +308,7 @@ PRIMS = [
         bind=one_axis,
         attr_kinds={"axis": "i64"},
         reference=_argmax_ref,
+        ball=_argmax_ball,
         vjp=_no_vjp,
         kernel=_argmax_kernel,
         work="reads",

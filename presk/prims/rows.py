@@ -22,7 +22,7 @@ from presk.kernel.contraction import Layout
 from presk.kernel.nests import loops
 from presk.kernel.rows import row_kernel, row_max_and_exp_sum, softmax_nest
 from presk.language import SIGNATURES
-from presk.prims import exact
+from presk.prims import balls, exact
 from presk.prims.base import (
     Apply,
     Prim,
@@ -33,7 +33,6 @@ from presk.prims.base import (
     one_axis,
     without,
 )
-from presk.prims.reduction import row_max
 
 
 def _softmax(types, attrs) -> TensorType:
@@ -70,32 +69,40 @@ def _embed(types, attrs) -> TensorType:
 # ---- the exact reference -------------------------------------------------------------
 
 
-def _softmax_rows(y: np.ndarray, allowed: np.ndarray | None) -> np.ndarray:
+def _softmax_rows(y: np.ndarray, allowed: np.ndarray | None, num=exact) -> np.ndarray:
     """softmax along the last axis of `y`; refused positions (where `allowed` is False)
-    take no part and give 0."""
+    take no part and give 0. `num`: the arithmetic, MPFR numbers or balls (which subtract
+    a point near the maximum, `num.shift`: the exact softmax is the same)."""
     if allowed is None:
-        m = row_max(y)
-        e = exact.exp(y - m[..., None])
-        return e / exact.sequential_sum(e, [-1])[..., None]
+        m = num.shift(y)
+        e = num.exp(y - m[..., None])
+        return e / num.sequential_sum(e, [-1])[..., None]
     if not allowed.any(axis=-1).all():
         raise RuntimeDataError("the mask refuses every position of a softmax row", code="E8002")
     first = allowed.argmax(axis=-1)
     start = np.take_along_axis(y, first[..., None], axis=-1)
     filled = np.where(allowed, y, start)  # refused positions cannot raise the maximum
-    m = row_max(filled)
-    e = np.where(allowed, exact.exp(filled - m[..., None]), exact.mpfr(0))
-    s = exact.sequential_sum(e, [-1])
-    return np.where(allowed, e / s[..., None], exact.mpfr(0))
+    m = np.broadcast_to(num.shift(filled)[..., None], y.shape)
+    zero = num.number(0)
+    e = np.full(y.shape, zero, dtype=object)  # exp and / only where allowed: half a causal row
+    e[allowed] = num.exp(y[allowed] - m[allowed])
+    s = np.broadcast_to(num.sequential_sum(e, [-1])[..., None], y.shape)
+    out = np.full(y.shape, zero, dtype=object)
+    out[allowed] = e[allowed] / s[allowed]
+    return out
 
 
-def _softmax_ref(ap: Apply, xs: list):
-    axis = ap.attrs["axis"]
-    y = np.moveaxis(xs[0], axis, -1)
-    allowed = None
-    if len(xs) == 2:
-        mask = np.broadcast_to(aligned(xs[1], ap.in_types[1], ap.in_types[0]), xs[0].shape)
-        allowed = np.moveaxis(mask, axis, -1)
-    return np.moveaxis(_softmax_rows(y, allowed), -1, axis).copy()
+def _softmax_rule(num):
+    def rule(ap: Apply, xs: list):
+        axis = ap.attrs["axis"]
+        y = np.moveaxis(xs[0], axis, -1)
+        allowed = None
+        if len(xs) == 2:
+            mask = np.broadcast_to(aligned(xs[1], ap.in_types[1], ap.in_types[0]), xs[0].shape)
+            allowed = np.moveaxis(mask, axis, -1)
+        return np.moveaxis(_softmax_rows(y, allowed, num), -1, axis).copy()
+
+    return rule
 
 
 def check_indices(ix: np.ndarray, bound: int, what: str) -> None:
@@ -104,30 +111,36 @@ def check_indices(ix: np.ndarray, bound: int, what: str) -> None:
         raise RuntimeDataError(f"{what} {bad} is outside [0, {bound})", code="E8003")
 
 
-def _cross_entropy_ref(ap: Apply, xs: list):
-    # −log softmax(x)[t] = log Σ_j exp(x_j − m) − (x_t − m), m the row maximum.
-    y = np.moveaxis(xs[0], ap.attrs["axis"], -1)
-    t = xs[1]
-    check_indices(t, y.shape[-1], "target")
-    m = row_max(y)
-    s = exact.sequential_sum(exact.exp(y - m[..., None]), [-1])
-    xt = np.take_along_axis(y, t[..., None], axis=-1)[..., 0]
-    return np.asarray(exact.log(s) - (xt - m), dtype=object)
+def _cross_entropy_rule(num):
+    # −log softmax(x)[t] = log Σ_j exp(x_j − m) − (x_t − m), m the row maximum (`num.shift`).
+    def rule(ap: Apply, xs: list):
+        y = np.moveaxis(xs[0], ap.attrs["axis"], -1)
+        t = xs[1]
+        check_indices(t, y.shape[-1], "target")
+        m = num.shift(y)
+        s = num.sequential_sum(num.exp(y - m[..., None]), [-1])
+        xt = np.take_along_axis(y, t[..., None], axis=-1)[..., 0]
+        return np.asarray(num.log(s) - (xt - m), dtype=object)
+
+    return rule
 
 
-def _sample_ref(ap: Apply, xs: list):
-    p = _softmax_rows(np.moveaxis(xs[0], ap.attrs["axis"], -1), None)
-    u = exact.exact(ap.draw().random(p.shape[:-1]))
-    acc = p[..., 0].copy()
-    pick = np.full(u.shape, p.shape[-1] - 1, dtype=np.int64)
-    chosen = np.zeros(u.shape, dtype=bool)
-    for r in range(p.shape[-1]):
-        if r:
-            acc = acc + p[..., r]
-        hit = (~chosen) & (u < acc).astype(bool)
-        pick = np.where(hit, r, pick)
-        chosen |= hit
-    return pick
+def _sample_rule(num):
+    def rule(ap: Apply, xs: list):
+        p = _softmax_rows(np.moveaxis(xs[0], ap.attrs["axis"], -1), None, num)
+        u = num.exact(ap.draw().random(p.shape[:-1]))
+        acc = p[..., 0].copy()
+        pick = np.full(u.shape, p.shape[-1] - 1, dtype=np.int64)
+        chosen = np.zeros(u.shape, dtype=bool)
+        for r in range(p.shape[-1]):
+            if r:
+                acc = acc + p[..., r]
+            hit = (~chosen) & num.greater(acc, u, "sample's running sum")
+            pick = np.where(hit, r, pick)
+            chosen |= hit
+        return pick
+
+    return rule
 
 
 def _embed_ref(ap: Apply, xs: list):
@@ -152,15 +165,18 @@ def _ce_vjp_type(types, attrs) -> TensorType:
     return logits
 
 
-def _ce_vjp_ref(ap: Apply, xs: list):
-    axis = ap.attrs["axis"]
-    y = np.moveaxis(xs[0], axis, -1)
-    t, ct = xs[1], xs[2]
-    check_indices(t, y.shape[-1], "target")
-    p = _softmax_rows(y, None)
-    onehot = np.arange(y.shape[-1]) == t[..., None]
-    d = np.where(onehot, p - 1, p)
-    return np.moveaxis(d * ct[..., None], -1, axis).copy()
+def _ce_vjp_rule(num):
+    def rule(ap: Apply, xs: list):
+        axis = ap.attrs["axis"]
+        y = np.moveaxis(xs[0], axis, -1)
+        t, ct = xs[1], xs[2]
+        check_indices(t, y.shape[-1], "target")
+        p = _softmax_rows(y, None, num)
+        onehot = np.arange(y.shape[-1]) == t[..., None]
+        d = np.where(onehot, p - 1, p)
+        return np.moveaxis(d * ct[..., None], -1, axis).copy()
+
+    return rule
 
 
 def _embed_vjp_type(types, attrs) -> TensorType:
@@ -170,15 +186,18 @@ def _embed_vjp_type(types, attrs) -> TensorType:
     return TensorType("real", (Axis(None, attrs["rows"]),) + ct.axes[tokens.rank :])
 
 
-def _embed_vjp_ref(ap: Apply, xs: list):
-    ct, tokens = xs
-    rows = ap.attrs["rows"]
-    check_indices(tokens, rows, "token")
-    out = np.full(ap.out_type.shape, exact.mpfr(0), dtype=object)
-    flat_ct = ct.reshape((-1,) + ct.shape[tokens.ndim :])
-    for p, tok in enumerate(tokens.reshape(-1)):
-        out[tok] = out[tok] + flat_ct[p]
-    return out
+def _embed_vjp_rule(num):
+    def rule(ap: Apply, xs: list):
+        ct, tokens = xs
+        rows = ap.attrs["rows"]
+        check_indices(tokens, rows, "token")
+        out = np.full(ap.out_type.shape, num.number(0), dtype=object)
+        flat_ct = ct.reshape((-1,) + ct.shape[tokens.ndim :])
+        for p, tok in enumerate(tokens.reshape(-1)):
+            out[tok] = out[tok] + flat_ct[p]
+        return out
+
+    return rule
 
 
 def _softmax_vjp(e, ins, out, ct, need):
@@ -276,7 +295,9 @@ PRIMS = [
         _ce_vjp_type,
         attr_kinds={"axis": "i64"},
         kinds=("real", "index", "real"),
-        reference=_ce_vjp_ref,
+        reference=_ce_vjp_rule(exact),
+        ball=_ce_vjp_rule(balls),
+        partial=True,  # a division by a row's sum, or its logarithm
         kernel=_ce_vjp_kernel,
         gathers=True,
         work="reads",
@@ -286,7 +307,8 @@ PRIMS = [
         _embed_vjp_type,
         attr_kinds={"rows": "i64"},
         kinds=("real", "index"),
-        reference=_embed_vjp_ref,
+        reference=_embed_vjp_rule(exact),
+        ball=_embed_vjp_rule(balls),
         kernel=_embed_vjp_kernel,
         work="reads",
     ),
@@ -296,7 +318,9 @@ PRIMS = [
         bind=one_axis,
         attr_kinds={"axis": "i64"},
         kinds=("real", "bool"),
-        reference=_softmax_ref,
+        reference=_softmax_rule(exact),
+        ball=_softmax_rule(balls),
+        partial=True,  # a division by a row's sum, or its logarithm
         vjp=_softmax_vjp,
         kernel=_softmax_kernel,
         work="reads",
@@ -307,7 +331,9 @@ PRIMS = [
         bind=one_axis,
         attr_kinds={"axis": "i64"},
         kinds=("real", "index"),
-        reference=_cross_entropy_ref,
+        reference=_cross_entropy_rule(exact),
+        ball=_cross_entropy_rule(balls),
+        partial=True,  # a division by a row's sum, or its logarithm
         vjp=_ce_vjp,
         kernel=_cross_entropy_kernel,
         gathers=True,
@@ -319,7 +345,8 @@ PRIMS = [
         result="index",
         bind=one_axis,
         attr_kinds={"axis": "i64"},
-        reference=_sample_ref,
+        reference=_sample_rule(exact),
+        ball=_sample_rule(balls),
         vjp=_no_vjp,
         draws="always",
         work="reads",
@@ -329,6 +356,7 @@ PRIMS = [
         _embed,
         kinds=("real", "index"),
         reference=_embed_ref,
+        ball=_embed_ref,
         vjp=_embed_vjp,
         kernel=_embed_kernel,
         gathers=True,

@@ -2,8 +2,8 @@
 
 `psk.const` holds a constant as text: a decimal literal, or an expression of literals
 with + − × ÷, sqrt, exp, log and pi (the adjoints need 2/√π). The reference evaluates it
-at its precision, each operation correctly rounded; a machine type rounds the 256-bit
-value once. `psk.to_real` injects an index value into ℝ.
+at its precision, each operation correctly rounded; the ball reference encloses it in a
+ball; a machine type rounds the 256-bit value once. `psk.to_real` injects an index value into ℝ.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import numpy as np
 from presk.constants import const_value
 from presk.ir.types import TensorType
 from presk.language import SIGNATURES
-from presk.prims import exact
+from presk.prims import balls, exact
 from presk.prims.base import Prim, TypingError
 
 
@@ -40,6 +40,7 @@ PRIMS = [
         _const,
         attr_kinds={"value": "str"},
         reference=lambda ap, xs: np.array(const_value(ap.attrs["value"]), dtype=object),
+        ball=lambda ap, xs: balls.objects([balls.const(ap.attrs["value"])], ()),
         vjp=lambda e, ins, out, ct, need: [],
     ),
     Prim(
@@ -47,6 +48,7 @@ PRIMS = [
         _to_real,
         kinds=("index",),
         reference=lambda ap, xs: exact.exact(xs[0]),
+        ball=lambda ap, xs: balls.exact(xs[0]),
         vjp=lambda e, ins, out, ct, need: [None],
         scalar=lambda kb, v, ap: kb.to_real(v[0]),
     ),

@@ -1,4 +1,6 @@
-"""Printing and writing a run's output: text with axes, JSON with every digit, npz."""
+"""Printing and writing a run's output: text with axes, JSON with every digit, npz. A
+certified reference's balls print as their midpoints, then their radii and the bits of
+the tensor every radius leaves certain."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import math
 import numpy as np
 
 from presk.fileio import write_atomic
-from presk.prims import exact
+from presk.prims import balls, exact
 from presk.runtime.values import Tensor, Value, leaves
 
 
@@ -39,14 +41,29 @@ def held_arrays(value: Value) -> dict[str, np.ndarray]:
     }
 
 
+def of_balls(t: Tensor) -> bool:
+    """Whether a tensor holds the ball reference's balls."""
+    return t.data.dtype == object and t.data.size > 0 and isinstance(t.data.flat[0], balls.arb)
+
+
+def _array(data: np.ndarray, precision: int = 8) -> str:
+    return np.array2string(data, precision=precision, max_line_width=100, threshold=2000)
+
+
 def text(value: Value) -> str:
-    """Each tensor with its type, values shown as float64 (JSON has every digit)."""
+    """Each tensor with its type, values shown as float64 (JSON has every digit); balls
+    as their midpoints, `±` their radii, and the bits certified."""
     out = []
     for path, t in leaves(value):
         head = f"{path} : {t.type.text()}" if path else t.type.text()
         out.append(head)
         data = float64(t) if t.type.kind == "real" else np.asarray(t.data)
-        out.append(np.array2string(data, precision=8, max_line_width=100, threshold=2000))
+        out.append(_array(data))
+        if of_balls(t):
+            out.append("± " + _array(balls.radius(t.data), 2))
+            bits = balls.correct_bits(t.data)  # None: every ball exact
+            certain = "every value exact" if bits is None else f"{bits} bits of every value"
+            out.append(f"certified: {certain}")
     return "\n".join(out) + "\n"
 
 
@@ -64,9 +81,17 @@ def _decimal(x, digits: int) -> str:
 def json_value(value: Value, bits: int | None) -> object:
     if isinstance(value, Tensor):
         t = value
+        certified = {}
         if t.type.kind == "real":
             d = digits_for(t, bits)
             data = t.data if t.data.dtype == object else np.asarray(t.data, dtype=np.float64)
+            if of_balls(t):  # the midpoints' digits, then each radius and the bits certain
+                radii = np.vectorize(lambda x: _decimal(x, 3), otypes=[object])
+                certified = {
+                    "radii": radii(balls.radius(data)).tolist(),
+                    "certified_bits": balls.correct_bits(data),
+                }
+                data = balls.midpoints(data)
             values = np.vectorize(lambda x: _decimal(x, d), otypes=[object])(data).tolist()
         else:
             values = np.asarray(t.data).tolist()
@@ -76,6 +101,7 @@ def json_value(value: Value, bits: int | None) -> object:
             "shape": list(t.type.shape),
             "axes": [a.name for a in t.type.axes],
             "values": values,
+            **certified,
         }
     if isinstance(value, dict):
         return {"fields": {k: json_value(v, bits) for k, v in value.items()}}

@@ -42,6 +42,7 @@ from presk import jsontext
 from presk.errors import FileFormatError, UsageError
 from presk.fileio import PSKD_HEADER_BYTES, PSKD_HEADER_DEPTH
 from presk.front.bindings import MAX_SIZE
+from presk.prims import balls
 
 FORMAT = "presk.psk.d"
 VERSION = 1
@@ -90,11 +91,18 @@ _MPFR = type(gmpy2.mpfr(0))
 _MPFR_MIN_BLOB = 12  # a length prefix and the 8 bytes of a zero, NaN or infinity
 
 
+def _as_mpfr(x) -> gmpy2.mpfr:
+    """An exact real as MPFR stores it: a ball (the certified reference's) by its midpoint."""
+    if isinstance(x, _MPFR):
+        return x
+    return balls.midpoint(x) if isinstance(x, balls.arb) else gmpy2.mpfr(x)
+
+
 def _encode(arr: np.ndarray) -> tuple[str, bytes]:
     if arr.dtype == object:
         parts = []
         for x in arr.ravel().tolist():
-            blob = gmpy2.to_binary(x if isinstance(x, _MPFR) else gmpy2.mpfr(x))
+            blob = gmpy2.to_binary(_as_mpfr(x))
             parts.append(len(blob).to_bytes(4, "little") + blob)
         return "mpfr", b"".join(parts)
     if arr.dtype.name not in DTYPES:
