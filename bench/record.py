@@ -54,8 +54,10 @@ class RecordError(PreskError):
 
 
 # Schemas of the bench scripts' --json output (only the fields the blocks read).
-def _record(**fields) -> dict:
-    return {"type": "object", "required": list(fields), "properties": fields}
+def _record(optional: dict | None = None, **fields) -> dict:
+    """An object with `fields`, and perhaps the `optional` ones."""
+    properties = {**fields, **(optional or {})}
+    return {"type": "object", "required": list(fields), "properties": properties}
 
 
 def _array(items: dict) -> dict:
@@ -107,29 +109,42 @@ def table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 
 PEER_MODELS = {"tiny": "tiny MiniGPT", "corpus": "corpus GPT", "course": "course GPT"}
+# each peer of bench/peers.py: its column's heading, and its time's field in a row
+PEERS = {
+    "eager": ("PyTorch eager", "torch_ms"),
+    "compile": ("torch.compile", "compile_ms"),
+    "onnxruntime": ("onnxruntime", "onnxruntime_ms"),
+}
+_PEER_NAMES = {"type": "array", "items": {"enum": list(PEERS)}, "contains": {"const": "eager"}}
 
 
 def peers_figures(f: dict) -> list[str]:
     wait = f["omp_wait_policy"]
     threading = "its default threading" if wait == "unset" else f"OMP_WAIT_POLICY={wait}"
+    peers = f["peers"]
     cells = {(r["model"], r["entry"]): r for r in f["rows"] if r["type"] == "f32"}
     rows = []
     for key, name in PEER_MODELS.items():
-        row = [name]
         for entry in ("forward", "training step"):
             r = cells.get((key, entry))
             if r is None:
-                row.append("not measured")
+                rows.append([name, entry, "not measured", *(["—"] * len(peers))])
                 continue
-            ours, theirs = r["presk_ms"], r["torch_ms"]
-            row.append(f"{ours / theirs:.2f} ({duration(ours)} against {duration(theirs)})")
-        rows.append(row)
+            ours = r["presk_ms"]
+            row = [name, entry, duration(ours)]
+            for peer in peers:
+                theirs = r.get(PEERS[peer][1])
+                row.append(f"{ours / theirs:.2f} ({duration(theirs)})" if theirs else "—")
+            rows.append(row)
+    versions = f"PyTorch {f['torch']} (CPU, {threading})"
+    if "onnxruntime" in f:
+        versions += f", onnxruntime {f['onnxruntime']}"
     return [
-        f"f32, presk's time over PyTorch {f['torch']} eager's (CPU, {threading}), "
-        f"{f['threads']} threads each, medians of {f['repeat']} calls; under 1, presk is "
-        "faster:",
+        f"f32, presk's time at its default plan (`{f['plan']}`) over each peer's (its time "
+        f"in brackets), {f['threads']} threads each, medians of {f['repeat']} calls; under 1, "
+        f"presk is faster. {versions}:",
         "",
-        *table(["model", "forward", "training step"], rows),
+        *table(["model", "entry", "presk", *(PEERS[p][0] for p in peers)], rows),
     ]
 
 
@@ -194,34 +209,48 @@ def compile_figures(f: dict) -> list[str]:
 
 
 def reference_figures(f: dict) -> list[str]:
-    rows = [
-        [
-            f"`MiniGPT.{fn}`",
-            duration(e["median_ms"]),
-            duration(e["seed_ms"]),
-            f"{e['median_ms'] / e['seed_ms']:.1f}×",
-        ]
-        for fn, e in f["entries"].items()
-    ]
+    def cell(run: dict) -> str:
+        if "refused" in run:
+            return "refused (E8005)" if "E8005" in run["refused"] else "refused"
+        return f"{duration(run['seconds'] * 1000)}, {run['peak_mib']:.0f} MiB"
+
+    rows = []
+    for row in f["rows"]:
+        for bits in (64, 256):
+            interp, ball = row["runs"][f"interp@{bits}"], row["runs"][f"ball@{bits}"]
+            both = "seconds" in interp and "seconds" in ball
+            speedup = f"{interp['seconds'] / ball['seconds']:.1f}×" if both else "—"
+            rows.append([f"{row['case']} (`{row['entry']}`)", str(bits), cell(interp), cell(ball),
+                         speedup])  # fmt: skip
     return [
-        f"The tiny MiniGPT at B=2, T=8 on the exact reference at {f['bits']} bits, median of "
-        f"{f['repeat']} calls, against the seed's reference (Rust and MPFR, on its machine):",
+        "The MPFR interpreter and the ball backend, one call each in a fresh process "
+        "(seconds, the process's peak resident memory):",
         "",
-        *table(["entry", "median", "the seed's", "ratio"], rows),
+        *table(["case", "bits", "interp", "ball", "speedup"], rows),
     ]
 
 
 BENCHMARKS = {
     "peers": Benchmark(
-        "Against PyTorch eager",
+        "Against PyTorch and onnxruntime",
         ("bench/peers.py", "--models", "tiny,corpus,course", "--types", "f32", "--repeat", "10"),
         _record(
+            {"onnxruntime": _TEXT},
             torch=_TEXT,
             threads=_COUNT,
             repeat=_COUNT,
             omp_wait_policy=_TEXT,
+            plan=_TEXT,
+            peers=_PEER_NAMES,
             rows=_array(
-                _record(model=_TEXT, entry=_TEXT, type=_TEXT, presk_ms=_TIME, torch_ms=_TIME)
+                _record(
+                    {"compile_ms": _TIME, "onnxruntime_ms": _TIME},
+                    model=_TEXT,
+                    entry=_TEXT,
+                    type=_TEXT,
+                    presk_ms=_TIME,
+                    torch_ms=_TIME,
+                )
             ),
         ),
         peers_figures,
@@ -250,9 +279,22 @@ BENCHMARKS = {
         "The exact reference",
         ("bench/reference.py",),
         _record(
-            bits=_COUNT,
-            repeat=_COUNT,
-            entries={"additionalProperties": _record(median_ms=_TIME, seed_ms=_TIME)},
+            small={"type": "boolean"},
+            rows=_array(
+                _record(
+                    case=_TEXT,
+                    entry=_TEXT,
+                    runs={
+                        "additionalProperties": {
+                            "type": "object",
+                            "oneOf": [
+                                _record(seconds=_TIME, peak_mib=_TIME, before_mib=_TIME),
+                                _record(refused=_TEXT),
+                            ],
+                        }
+                    },
+                )
+            ),
         ),
         reference_figures,
     ),

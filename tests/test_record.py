@@ -50,16 +50,19 @@ Text after them.
 """
 PEERS = {
     "torch": "2.13.0",
+    "onnxruntime": "1.32.0",
     "threads": 2,
     "repeat": 10,
     "omp_wait_policy": "unset",
+    "plan": "auto",
+    "peers": ["eager", "compile", "onnxruntime"],
     "rows": [
-        {"model": m, "entry": e, "type": "f32", "presk_ms": p, "torch_ms": t}
-        for m, e, p, t in [
-            ("tiny", "forward", 0.039, 0.220),
-            ("tiny", "training step", 0.237, 1.688),
-            ("corpus", "forward", 2.36, 2.82),
-            ("corpus", "training step", 12.5, 20.2),
+        {"model": m, "entry": e, "type": "f32", "presk_ms": p, "torch_ms": t, **more}
+        for m, e, p, t, more in [
+            ("tiny", "forward", 0.039, 0.220, {"compile_ms": 0.195, "onnxruntime_ms": 0.050}),
+            ("tiny", "training step", 0.237, 1.688, {"compile_ms": 1.50}),
+            ("corpus", "forward", 2.36, 2.82, {"compile_ms": 2.5, "onnxruntime_ms": 1.4}),
+            ("corpus", "training step", 12.5, 20.2, {"compile_ms": 16.0}),
         ]
     ],
 }
@@ -110,11 +113,15 @@ def test_this_machines_blocks_are_replaced_and_the_rest_kept():
     end = PAGE.index("<!-- /record -->") + len("<!-- /record -->\n")
     assert page == PAGE[:start] + body + PAGE[end:]  # nothing else moved
     assert "2026-12-09, load average 0.3–0.5" in body
+    header = "| model | entry | presk | PyTorch eager | torch.compile | onnxruntime |"
+    assert header in body
+    forward = "| tiny MiniGPT | forward | 0.039 ms | 0.18 (0.220 ms) | 0.20 (0.195 ms) | 0.78 (0.050 ms) |"
+    assert forward in body
     assert (
-        "| tiny MiniGPT | 0.18 (0.039 ms against 0.220 ms) | 0.14 (0.237 ms against 1.69 ms) |"
-        in body
+        "| tiny MiniGPT | training step | 0.237 ms | 0.14 (1.69 ms) | 0.16 (1.50 ms) | — |" in body
     )
-    assert "| course GPT | not measured | not measured |" in body
+    assert "| course GPT | training step | not measured | — | — | — |" in body
+    assert "default plan (`auto`)" in body and "onnxruntime 1.32.0" in body
     # The page written is read back the same way, and the same figures change nothing.
     again, _, changes = record.rewrite(page, "p.md", "znver5", HEADING, [peers_block()])
     assert again == page and changes == ["peers: unchanged", "gemm: kept (not run)"]
@@ -258,11 +265,11 @@ def test_the_command_writes_the_page_or_prints_the_section(tmp_path, this_machin
     assert run_cli(record.main, ["--only", "peers", "--dry-run", "--page", str(page)]) == 0
     out = capsys.readouterr().out
     assert page.read_text() == PAGE
-    assert out.startswith("<!-- record: znver5 -->\n") and "0.18 (0.039 ms" in out
+    assert out.startswith("<!-- record: znver5 -->\n") and "| 0.18 (0.220 ms) |" in out
     assert out.endswith("  peers: replaced\n  gemm: kept (not run)\nnot written (--dry-run)\n")
     assert run_cli(record.main, ["--only", "peers", "--page", str(page)]) == 0
     assert capsys.readouterr().out.endswith(f"  gemm: kept (not run)\nwrote {page}\n")
-    assert "0.18 (0.039 ms" in page.read_text() and "old gemm" in page.read_text()
+    assert "| 0.18 (0.220 ms) |" in page.read_text() and "old gemm" in page.read_text()
 
 
 def test_the_command_refuses_bad_input_in_one_line(tmp_path, this_machine, capsys):
