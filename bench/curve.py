@@ -285,8 +285,8 @@ class Runs:
         """The validation loss of `checkpoint` in f64 natively (`presk eval`), run once."""
         if checkpoint not in self.losses:
             out = run("eval", PROGRAM, "--entry", "loss", *self.model, "--dim", "B=8",
-                      "--backend", "mlir", "--data", self.data, "--weights", checkpoint,
-                      capture=True)  # fmt: skip
+                      "--backend", "mlir", "--realize", "f64", "--data", self.data,
+                      "--weights", checkpoint, capture=True)  # fmt: skip
             self.losses[checkpoint] = float(re.match(r"validation loss (\S+)", out)[1])
         return self.losses[checkpoint]
 

@@ -1,5 +1,6 @@
 """presk check --precision: the first-order bound is sound, its sum order matters as the
-realization says, and a measured gap counts an overflow as +∞.
+realization says, a measured gap counts an overflow as +∞, and a value exact in its type
+(or already rounded to it by its own rule) is charged no rounding at its store.
 
 Soundness is checked exactly: the reference supplies the exact value, so on each case
 (an entry of the conformance suite, a realization) the bound of every model must be at
@@ -9,6 +10,7 @@ envelope of one magnitude a site and from one of a magnitude a row (`--grain row
 
 from __future__ import annotations
 
+import json
 import math
 from functools import cache
 from pathlib import Path
@@ -17,9 +19,10 @@ import pytest
 
 from presk import api
 from presk.cli.main import main
+from presk.kernel.functions import RELATIVE_ERROR
 from presk.precision.bound import Propagation, measured_gap
 from presk.precision.envelope import read_envelope
-from presk.precision.rules import MODELS
+from presk.precision.rules import LIBM, MODELS, UNIT, gamma
 from presk.realize import Realization
 
 REPO = Path(__file__).resolve().parent.parent
@@ -134,3 +137,53 @@ def test_an_overflow_measures_infinity(tmp_path, capsys):
     assert main([*argv, "--backend", "kernel"]) == 0
     printed = capsys.readouterr().out
     assert "measured gap (kernel, max over the samples): inf" in printed
+
+
+NEAR_ONE = str(REPO / "tests/data/edge/near_one.psk")  # x * 0.001 + 1
+
+
+def _near_one(tmp_path) -> tuple[api.Core, str]:
+    env = str(tmp_path / "env.json")
+    argv = ["calibrate", "--precision", NEAR_ONE, "--entry", "near_one", "--bits", "64"]
+    assert main([*argv, "--samples", "2", "--workers", "1", "--out", env]) == 0
+    return api.load(NEAR_ONE).elaborate("near_one"), env
+
+
+def test_the_envelope_records_the_types_a_site_is_exact_in(tmp_path):
+    _, env = _near_one(tmp_path)
+    sites = read_envelope(env).sites
+    assert sites["near_one/%2"].exact == ("f64", "f32", "bf16")  # the constant 1
+    assert sites["near_one/%0"].exact == ()  # 0.001 is no binary number
+    assert sites["near_one/%3"].exact == ()
+    # a file from before `exact` was recorded: the types its roundings say
+    text = json.loads(Path(env).read_text())
+    for record in text["sites"].values():
+        del record["exact"]
+    older = tmp_path / "older.json"
+    older.write_text(json.dumps(text))
+    assert read_envelope(str(older)).sites["near_one/%2"].exact == ("f64", "f32", "bf16")
+
+
+def test_a_value_exact_in_its_type_is_charged_no_rounding(tmp_path):
+    core, env = _near_one(tmp_path)
+    parts = Propagation(core, read_envelope(env), Realization("f32")).run("cond").parts
+    assert "near_one/%2" not in parts  # the constant 1, stored in f32
+    assert parts["near_one/%0"] > 0  # 0.001, rounded
+
+
+def test_a_sum_is_rounded_once_by_its_additions_not_again_at_its_store(envelope_of):
+    envelope = read_envelope(envelope_of("sum"))
+    site = envelope.sites["sum_/%0"]
+    parts = Propagation(_core("sum"), envelope, Realization("f32")).run("cond").parts
+    k = site.sum.terms
+    assert parts["sum_/%0"] == pytest.approx(gamma(k - 1, UNIT["f32"]) * site.sum.abs_sum)
+
+
+@pytest.mark.parametrize(("functions", "beyond"), [("presk", RELATIVE_ERROR), ("libm", None)])
+def test_exp_in_f32_is_charged_its_own_functions_error(envelope_of, functions, beyond):
+    envelope = read_envelope(envelope_of("exp"))
+    r = Realization("f32", functions=functions)
+    parts = Propagation(_core("exp"), envelope, r).run("cond").parts
+    u = UNIT["f32"]
+    beyond = LIBM * u if beyond is None else beyond  # a C library's ulps, or presk's own
+    assert parts["exp_/%0"] == pytest.approx((beyond + u) * envelope.sites["exp_/%0"].magnitude)

@@ -177,6 +177,7 @@ def test_the_precision_commands_log_their_phases_when_piped(tmp_path):
         "presk solve: sensitivity sweep on the reference",
         "presk solve: the exact outputs of 2 samples",
         "presk solve: measuring candidates",
+        "presk solve: timing the record, all-f32 and all-f64",
         "presk check: the bound (cond)",
         "presk check: measuring on kernel against the reference",
         "presk bisect: bf16 on kernel beside the reference",

@@ -22,6 +22,9 @@ from presk import api
 from presk.api import to_numpy
 from presk.cli import cmd_solve
 from presk.cli.main import main
+from presk.errors import UsageError
+from presk.precision import solve_text
+from presk.precision import versus as versus_module
 from presk.precision.bound import exact_output, gap_to
 from presk.precision.calibrate import Job
 from presk.precision.envelope import envelope_for
@@ -64,8 +67,20 @@ def mse_env(tmp_path_factory) -> str:
 
 
 def solved(program: str, sizes: list[str], env: str, out: Path, *flags: str) -> str:
+    """A solve of traffic, whose decisions do not depend on this machine's speeds."""
     return presk(
-        "solve", program, *sizes, "--precision", env, "--workers", "1", "--out", out, *flags
+        "solve",
+        program,
+        *sizes,
+        "--precision",
+        env,
+        "--workers",
+        "1",
+        "--out",
+        out,
+        "--objective",
+        "bytes",
+        *flags,
     )
 
 
@@ -234,6 +249,20 @@ def test_a_value_is_charged_where_a_narrower_kernel_reads_it(tmp_path):
     assert read == m.values["loss/%1"].terms["bf16"] and read > 1000 * own
 
 
+def test_a_fused_member_is_charged_its_rounding_in_the_kernels_arithmetic(tmp_path):
+    # softmax_unshifted.psk: x + 84 (%1) is fused into exp's kernel (%2), which in bf16
+    # keeps it in f32: its term there is its f32 rounding, not its bf16 one (a spacing of
+    # 0.5 at 84, an exponent off by a quarter)
+    program = str(REPO / "tests/data/widening/softmax_unshifted.psk")
+    env = calibrate(program, ["--entry", "loss"], tmp_path / "env.json")
+    core, envelope, found, _ = _solver_inputs(program, "loss", {}, env)
+    weighted = {r.key: r.weighted for r in found.rows}
+    terms = menu(core, envelope, found).values["loss/%2"].terms
+    assert "loss/%1" not in menu(core, envelope, found).values  # a member, not stored
+    assert terms["bf16"] == weighted["loss/%2"]["bf16"] + weighted["loss/%1"]["f32"]
+    assert terms["f32"] == weighted["loss/%2"]["f32"] + weighted["loss/%1"]["f32"]
+
+
 # ∂L/∂tanh(x) = w and ∂L/∂w = tanh(x): each pairs with a value a test can round by hand.
 WEIGHED = """dim N = 5
 fn f(x : ℝ[N], w : ℝ[N]) -> ℝ { sum(tanh(x) * w) }
@@ -326,3 +355,47 @@ def test_the_solve_prints_the_note_unless_sweep_f64_is_given(
     else:
         assert len(notes) == 1 and "--sweep f64" in notes[0]
         assert re.search(r"took \d+\.\d s of the solve's \d+\.\d s", notes[0])
+
+
+def test_a_solve_answers_against_all_f32_and_all_f64_in_bytes_and_time(mlp_env, tmp_path):
+    # the default objective, time, priced with this machine's profile (fitted once)
+    argv = ["solve", MLP, *LOSS, "--precision", mlp_env, "--workers", "1", "--budget", "1e-3"]
+    text = presk(*argv, "--out", tmp_path / "r.json")
+    assert line(text, "predicted time (")
+    timed = line(text, "on this machine (mlir, the median of 20 calls each, in turns): ")
+    assert all(f"{name} " in timed for name in ("the solved record", "all-f32", "all-f64"))
+    for other in ("all-f64", "all-f32"):
+        said = line(text, f"against {other}: ")
+        assert "less traffic, " in said and f"{other}'s measured gap " in said
+
+
+def run(name: str, bytes_: int, gap: float, ms: float):
+    return versus_module.Run(name, bytes_, gap, ms)
+
+
+@pytest.mark.parametrize(("f32_gap", "f32_ms", "said"), [(1e-7, 1.0, True), (1e-2, 1.0, False),
+                                                          (1e-7, 3.0, False)])  # fmt: skip
+def test_the_solve_says_plainly_when_all_f32_is_the_fastest_inside_the_budget(
+    f32_gap, f32_ms, said
+):
+    v = versus_module.Versus(
+        run("the solved record", 300, 1e-4, 2.0),
+        run("all-f32", 400, f32_gap, f32_ms),
+        run("all-f64", 800, 0.0, 4.0),
+        "mlir",
+        20,
+    )
+    lines = solve_text._versus(v, budget=1e-3)
+    assert lines[1] == (
+        "against all-f64: 2.667× less traffic, 2.00× faster; all-f64's measured gap 0"
+    )
+    plain = [x for x in lines if x.startswith("all-f32 is the fastest inside the budget here")]
+    assert bool(plain) == said
+
+
+def test_bytes_with_a_profile_is_refused(mlp_env, tmp_path):
+    argv = ["solve", MLP, *LOSS, "--precision", mlp_env, "--budget", "1e-3", "--out"]
+    argv += [str(tmp_path / "r.json"), "--objective", "bytes", "--profile", "P.json"]
+    with pytest.raises(UsageError, match="--profile prices time") as refused:
+        main(argv)
+    assert refused.value.code == "E0001"

@@ -47,6 +47,9 @@ class Tolls:
     def report(self, menu: Menu, assignment: dict[str, str]) -> list[str]:
         return [f"tolls: {self.cost(menu, assignment):g} against {self.cost(menu, {}):g} all-f64"]
 
+    def bases(self, menu: Menu) -> tuple[str, ...]:
+        return ()  # the record's default f64
+
 
 class Inside:
     """A gauge whose every candidate measures inside the budget."""

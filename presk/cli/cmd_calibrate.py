@@ -18,7 +18,12 @@ from presk.cli.flags import (
     add_weights_arg,
     reference_bits,
 )
-from presk.cli.programs import add_warmup_args, elaborate_args, load_program
+from presk.cli.programs import (
+    add_reference_arg,
+    add_warmup_args,
+    elaborate_args,
+    load_program,
+)
 from presk.cli.recorded import apply_checkpoint
 from presk.errors import UsageError
 from presk.fileio import check_writable
@@ -58,6 +63,7 @@ def configure(p) -> None:
         type=reference_bits,
         help="precision of the reference in bits (default 128; 64 with --step)",
     )
+    add_reference_arg(p)
     p.add_argument(
         "--samples", type=positive_count, default=8, metavar="N", help="samples (default 8)"
     )
@@ -115,6 +121,7 @@ def run(args) -> int:
         bits=args.bits or 128,
         grain=args.grain,
         date=_today(),
+        reference=args.reference,
     )
     sample_arguments(core, meta, meta.first + meta.samples - 1)  # refused here, not in a worker
     job = Job(program.ast.text, args.file, args.remat, meta)

@@ -75,7 +75,7 @@ def _explained(args):
     if args.realize is None:
         if args.precision is None:
             raise UsageError("--budget needs --precision ENV.json, the envelope to solve on")
-        core, solution = solved(args)
+        core, solution, _ = solved(args)
         return core, solution.realization, explain.explain_solution(core, solution)
     if not args.realize.startswith("@"):
         raise UsageError(

@@ -8,12 +8,19 @@ import json
 import os
 import sys
 import time
+from dataclasses import replace
 
 from presk import realize
 from presk.api import Core
 from presk.cli.common import positive_count, real_number, seed_number, whole_number
 from presk.cli.flags import add_program_args, recorded_help, reference_bits
-from presk.cli.programs import add_warmup_args, elaborate_args, envelope_of, load_program
+from presk.cli.programs import (
+    add_reference_arg,
+    add_warmup_args,
+    elaborate_args,
+    envelope_of,
+    load_program,
+)
 from presk.cli.recorded import apply_checkpoint
 from presk.errors import BindingError, UsageError
 from presk.fileio import check_writable, write_atomic
@@ -22,7 +29,7 @@ from presk.precision.choices import SWEEPS
 from presk.precision.explain import moves_record
 from presk.precision.integers import SCHEMES, is_integer, parse_menu
 from presk.precision.offers import ROUNDINGS, RUNGS, envelope_sweep, menu
-from presk.precision.profile import other_machine, read_profile
+from presk.precision.profile import calibrate, machine_profile, other_machine, read_profile
 from presk.precision.quant_pass import quantize_after, table_text
 from presk.precision.sensitivity import AT_INITIALISATION, zero_at_initialisation
 from presk.precision.solve import (
@@ -37,6 +44,7 @@ from presk.precision.solve import (
 from presk.precision.solve_text import decisions, names, step_summary, summary
 from presk.precision.step_gap import Setup
 from presk.precision.step_solve import GRAINS, solve_step
+from presk.precision.versus import answered, versus
 from presk.progress import Progress
 from presk.runtime.inputs import parameters
 from presk.toolchain import default_threads
@@ -44,6 +52,7 @@ from presk.train.data import Windows
 from presk.train.loop import Hyper
 
 budget_number = real_number("a positive number", strict=True)
+OBJECTIVES = ("time", "bytes")  # --objective's choices
 # the flags of an envelope's solve, which --step does not read
 NOT_STEP = (
     "precision",
@@ -51,7 +60,6 @@ NOT_STEP = (
     "narrow",
     "heldout",
     "exhaustive",
-    "profile",
     "menu",
     "quant",
     "force",
@@ -173,10 +181,18 @@ def add_solve_args(p, budgets, precision_required: bool = True) -> None:
         help="also find the estimate's optimum over every assignment (12 values at most)",
     )
     p.add_argument(
+        "--objective",
+        choices=OBJECTIVES,
+        default="time",
+        help="minimise this machine's predicted time (default: from all-f32 where all-f32 "
+        "is inside the budget; the profile fitted once and kept in the cache) or the bytes "
+        "of traffic",
+    )
+    p.add_argument(
         "--profile",
         metavar="P.json",
-        help="minimise predicted time instead of traffic, with this machine's roofline "
-        "(presk bench --calibrate)",
+        help="price time with this roofline (presk bench --calibrate) instead of this "
+        "machine's own",
     )
     p.add_argument(
         "--menu",
@@ -201,6 +217,12 @@ def add_solve_args(p, budgets, precision_required: bool = True) -> None:
         metavar="N",
         help="local processes the reference's samples are spread over (default: the cores)",
     )
+    p.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="send the reference's samples to this Dask scheduler instead (needs presk[cluster])",
+    )
+    add_reference_arg(p)
     p.add_argument(
         "--force",
         action="store_true",
@@ -251,10 +273,18 @@ def run(args) -> int:
     moves_path = moves_path_of(args.out)
     for path in (args.out, moves_path):  # before the sweep and the measurements
         check_writable(path)
-    core, solution = solved(args)
-    write(solution, args.out, moves_path)
+    core, solution, gauge = solved(args)
     options = options_of(args)
-    print(summary(solution, options, args.measure, core.entry, args.file, args.out, moves_path))
+    with Progress(f"presk {args.command}: timing the record, all-f32 and all-f64", phase=True):
+        compared = versus(core, solution.menu, solution.assignment, gauge)
+        # under time, a uniform realization that ran faster inside the budget is the record
+        solution, compared = answered(solution, compared, options.estimate, gauge)
+    write(solution, args.out, moves_path)
+    print(
+        summary(
+            solution, options, args.measure, core.entry, args.file, args.out, moves_path, compared
+        )
+    )
     if solution.quant_pass is not None:
         print(table_text(solution.quant_pass))
     if args.sites:
@@ -277,8 +307,11 @@ def run_step(args) -> int:
     data = Windows.load(args.data) if args.data else None
     params = parameters(core.view, args.seed, args.weights)
     setup = Setup(core, params, data, args.warmup, args.lr, args.seed, args.bits)
+    profile = objective_profile(args)
     with Progress("presk solve --step: measuring the step's realizations", phase=True):
-        solution = solve_step(setup, args.grain, args.budget, args.margin, args.measurements)
+        solution = solve_step(
+            setup, args.grain, args.budget, args.margin, args.measurements, profile, args.min_gain
+        )
     write_atomic(args.out, json.dumps(solution.record(), indent=1) + "\n")
     realize.read("@" + args.out)
     print(step_summary(solution, setup, args.file, args.out))
@@ -297,23 +330,23 @@ def menu_rungs(args) -> tuple[str, ...]:
     return rungs
 
 
-def solved(args) -> tuple[Core, Solution]:
+def solved(args) -> tuple[Core, Solution, Gauge]:
     """The entry the flags name and its solution under the flags of `add_solve_args`,
-    each long phase timed (presk/progress.py)."""
+    each long phase timed (presk/progress.py), and the gauge that measured it."""
     started = time.monotonic()
     rungs = menu_rungs(args)
-    profile = read_profile(args.profile) if args.profile is not None else None
-    if profile is not None and other_machine(profile):
-        print(f"warning: {args.profile}: {other_machine(profile)}", file=sys.stderr)
+    profile = objective_profile(args)
     program = load_program(args.file)
     core = elaborate_args(args, program)
     envelope = envelope_of(args, core)
-    meta = envelope.meta
+    meta = replace(envelope.meta, reference=args.reference)  # what the gaps are measured on
+    envelope = replace(envelope, meta=meta)
     held = held_out(args, core, meta)  # refused before the sweep if there are none
     command = f"presk {args.command}"
     where = "on the reference" if args.sweep == "reference" else "in binary64 (--sweep f64)"
     with Progress(f"{command}: sensitivity sweep {where}", phase=True) as sweep:
-        found = envelope_sweep(core, envelope, args.sweep, keep_gradients=args.quant)
+        integers = args.quant or any(is_integer(t) for t in rungs)  # priced by g·δ
+        found = envelope_sweep(core, envelope, args.sweep, keep_gradients=integers)
         swept = sweep.elapsed
         offered = menu(
             core, envelope, found, args.rounding, args.min_gain, profile, rungs, quant=args.quant
@@ -325,7 +358,7 @@ def solved(args) -> tuple[Core, Solution]:
     options = options_of(args)
     job = Job(program.ast.text, args.file, args.remat, meta)
     workers = args.workers if args.workers is not None else default_threads()
-    gauge = Gauge(core, envelope, job, offered, args.measure, workers)
+    gauge = Gauge(core, envelope, job, offered, args.measure, workers, args.scheduler)
     held_gauge = gauge.moved_to(held) if held else None
     with Progress(f"{command}: the exact outputs of {meta.samples} samples", phase=True):
         gauge.exact  # noqa: B018 - computed once here, so that its time is its own phase
@@ -334,10 +367,34 @@ def solved(args) -> tuple[Core, Solution]:
         if args.quant:
             scheme = args.scheme or "absmax"
             solution = quantize_after(solution, core, gauge, found.gradients, scheme, held_gauge)
+    solution.radius = gauge.radius  # the reference's, which every measured gap includes
+    if solution.held_out is not None:
+        solution.held_out = replace(solution.held_out, radius=held_gauge.radius)
     note = sweep_note(args.sweep, swept, time.monotonic() - started)
     if note is not None:
         print(note, file=sys.stderr)
-    return core, solution
+    return core, solution, gauge
+
+
+def objective_profile(args):
+    """The profile time is priced with: `--profile`'s (a warning if it is another CPU's), or
+    this machine's, fitted on the first solve and kept in the cache; None for bytes."""
+    if args.objective == "bytes":
+        if args.profile is not None:
+            raise UsageError("--profile prices time, and --objective bytes counts bytes: give one")
+        return None
+    if args.profile is None:
+        return machine_profile(fit=fitted_profile)
+    profile = read_profile(args.profile)
+    if other_machine(profile):
+        print(f"warning: {args.profile}: {other_machine(profile)}", file=sys.stderr)
+    return profile
+
+
+def fitted_profile(threads: int):
+    """This machine's profile fitted, a phase of its own: the first solve on a machine."""
+    with Progress("presk solve: fitting this machine's profile (once)", phase=True):
+        return calibrate(threads=threads)
 
 
 def options_of(args) -> Options:

@@ -43,6 +43,7 @@ from mlir.dialects import arith
 from presk.ir.ops import walk_ops
 
 FUNCTIONS = ("exp", "erf", "tanh")  # the calls "functions": "presk" replaces
+RELATIVE_ERROR = 1e-12  # any one's error before its final rounding, relative to the value
 IMPL = "psk_kernel.impl"  # the attribute that marks a call as presk's
 
 _LOG2E = 1.4426950408889634

@@ -10,7 +10,13 @@ records and tuples are walked as the reference walks them, with a `Bound` in pla
 each buffer: a fold's layers run one after the other and carry their errors along, and
 every layer reads the one site.
 Each primitive adds what its rule says, and each stored value its rounding in its type:
-a row's own, not the site's largest, from a grain envelope. A result's errors are then
+a row's own, not the site's largest, from a grain envelope. A value that is exact in the
+type it is stored or loaded in (the envelope's `exact`: an integer-valued mask, a constant
+such as 16; for an argument, its own values) rounds by at most the error it already
+carries: |fl(ŵ) − ŵ| ≤ |ŵ − v| where v is representable, so that error, if smaller,
+is charged instead of u·|v|. A result already rounded to its type by its own rule (a
+sum's last addition) or exact in it (a selection of its operands) pays no store rounding
+in that type. A result's errors are then
 kept at the grain of its site (the largest over each row), which bounds the memory a
 value's parts take.
 
@@ -29,12 +35,24 @@ import numpy as np
 from presk.api import Compiled, Core
 from presk.backends.host import CallContext, Host
 from presk.errors import RealizationError
+from presk.kernel import functions
 from presk.kernel.machine import MACHINES, storage_of, to_storage
 from presk.precision.calibrate import work
 from presk.precision.envelope import Envelope, Meta, SiteEnvelope
-from presk.precision.rules import RULES, UNIT, Err, Operand, Step, plus, total, widest
+from presk.precision.rules import (
+    LIBM,
+    RULES,
+    UNIT,
+    Err,
+    Operand,
+    Rule,
+    Step,
+    plus,
+    total,
+    widest,
+)
 from presk.precision.samples import sample_arguments, sample_seed
-from presk.prims import exact
+from presk.prims import balls, exact
 from presk.prims.base import Apply, aligned
 from presk.quantize import parameter_values
 from presk.realize import Realization
@@ -46,25 +64,31 @@ class Bound:
     """A tensor as the propagation sees it, in place of its buffer (so `shape` and a
     layer's slice, which is all the host asks of a buffer): a ceiling on its magnitude,
     its error by part, and the type it is stored in (None for an index or a mask). The
-    arrays have one axis for each of the value's, of its size or 1 (rules.py)."""
+    arrays have one axis for each of the value's, of its size or 1 (rules.py), and `exact`
+    the types its exact value is representable in."""
 
     shape: tuple[int, ...]
     mag: np.ndarray
     err: Err
     stored: str | None
+    exact: frozenset[str] = frozenset()
 
     def __getitem__(self, layer: int) -> Bound:  # a fold's layer
         def one(a: np.ndarray) -> np.ndarray:
             return a[layer if a.shape[0] > 1 else 0]
 
-        return Bound(
-            self.shape[1:], one(self.mag), {w: one(e) for w, e in self.err.items()}, self.stored
-        )
+        err = {w: one(e) for w, e in self.err.items()}
+        return Bound(self.shape[1:], one(self.mag), err, self.stored, self.exact)
 
 
 def _nothing(shape: tuple[int, ...]) -> Bound:
     """An index or a mask: no magnitude, no error."""
-    return Bound(shape, np.zeros((1,) * len(shape)), {}, None)
+    return Bound(shape, np.zeros((1,) * len(shape)), {}, None, frozenset(MACHINES))
+
+
+def _common(bounds: list[Bound]) -> frozenset[str]:
+    """The types every one of `bounds` is exact in."""
+    return frozenset.intersection(*(b.exact for b in bounds))
 
 
 def _stacked(layers: list[Bound]) -> Bound:
@@ -81,6 +105,7 @@ def _stacked(layers: list[Bound]) -> Bound:
         stack([b.mag for b in layers]),
         {w: stack([b.err.get(w, zero) for b in layers]) for w in parts},
         first.stored,
+        _common(layers),
     )
 
 
@@ -91,6 +116,7 @@ def _widest(bounds: list[Bound]) -> Bound:
         first,
         mag=np.maximum.reduce([b.mag for b in bounds]),
         err=widest(*(b.err for b in bounds)),
+        exact=_common(bounds),
     )
 
 
@@ -171,6 +197,7 @@ class Propagation:
         rule = RULES[op.prim.name]
         shape = op.type.shape
         mag = _per_grain(site, site.magnitude, site.grain and site.grain.magnitude, shape)
+        accum = self.realization.accum.get(op.site, machine.arith_name)
         operands = [_loaded(t, machine, op.site) for t in ins]
         if rule.pointwise:
             operands = [_aligned(x, t.type, op.type) for x, t in zip(operands, ins, strict=True)]
@@ -179,20 +206,34 @@ class Propagation:
             mag=mag,
             sums=site.sum,
             model=model,
-            u=UNIT[self.realization.accum.get(op.site, machine.arith_name)],
+            u=UNIT[accum],
             order=self.realization.order.get(op.site),
             row=_row(op, ins),
             axis=_axis(op),
             terms=self._terms(op, ins),
+            function=self._function(machine),
             apply=partial(_reference, op.prim, self._application(op, ins)),
         )
+        carried = rule.carry(step)
         committed = rule.own(step)
         if rule.stores:
-            committed = committed + _store_rounding(site, stored, machine.arith_name, model, mag)
+            rounded = accum if rule.rounds else None
+            store = _store_rounding(site, rule, stored, machine.arith_name, rounded, model, mag)
+            if stored in site.exact:  # v representable: fl(ŵ) is no further from ŵ than v
+                store = np.minimum(store, total(carried) + committed)
+            committed = committed + store
         own = {op.site: committed} if np.any(committed) else {}
         kind = _grain_kind(site)
-        err = {w: at_grain(e, len(shape), kind) for w, e in plus(rule.carry(step), own).items()}
-        return Tensor(op.type, Bound(shape, mag, err, stored))
+        err = {w: at_grain(e, len(shape), kind) for w, e in plus(carried, own).items()}
+        return Tensor(op.type, Bound(shape, mag, err, stored, frozenset(site.exact)))
+
+    def _function(self, machine) -> float:
+        """The relative error of exp, erf and tanh beyond a correctly rounded result in
+        kernels of `machine`: presk's own in a kernel computing in f32 (psk-functions),
+        which computes in f64 and rounds once, else the C library's ulps."""
+        if self.realization.functions == "presk" and machine.arith_name != "f64":
+            return functions.RELATIVE_ERROR
+        return LIBM * UNIT[machine.arith_name]
 
     def _application(self, op, ins: list[Tensor]) -> Apply:
         return Apply(op.attrs, [t.type for t in ins], op.type, op.site, False, None)
@@ -232,14 +273,31 @@ def _aligned(x: Operand, t, out) -> Operand:
     return replace(x, mag=one(x.mag), err={w: one(e) for w, e in x.err.items()})
 
 
-def _store_rounding(site: SiteEnvelope, stored: str, arith: str, model: str, mag: np.ndarray):
+def _store_rounding(
+    site: SiteEnvelope,
+    rule: Rule,
+    stored: str,
+    arith: str,
+    rounded: str | None,
+    model: str,
+    mag: np.ndarray,
+):
     """A computed value rounded to its type at its store, after its arithmetic's own
-    rounding when that is wider (a bf16 kernel computes in f32). The bounds charge
-    u_t·mag, which holds for the value computed; rss, an estimate, the envelope's
-    largest rounding of the exact values (the row's, from a grain envelope)."""
+    rounding when that is wider (a bf16 kernel computes in f32) and the rule did not
+    round it already (`rounded`, the type its own rounding ended in, None if it did not
+    round). A result exact in its type (a selection of its operands) rounds nothing. The
+    bounds charge u_t·mag, which holds for the value computed; rss, an estimate, the
+    envelope's largest rounding of the exact values (the row's, from a grain envelope)."""
     if site.magnitude > MACHINES[stored].largest:
         return math.inf  # the value overflows its type
-    first = UNIT[arith] * mag if arith != stored else 0.0
+    if rule.exact_result:
+        return 0.0
+    if rounded is not None:  # already a number of `rounded`: the store may narrow it
+        first = 0.0
+        if MACHINES[rounded].bytes <= MACHINES[stored].bytes:
+            return 0.0
+    else:
+        first = UNIT[arith] * mag if arith != stored else 0.0
     if model == "rss" and stored in site.rounding:
         grain = site.grain.rounding[stored] if site.grain is not None else None
         return first + _per_grain(site, site.rounding[stored], grain, mag.shape)
@@ -248,13 +306,18 @@ def _store_rounding(site: SiteEnvelope, stored: str, arith: str, model: str, mag
 
 def _loaded(t: Tensor, machine, site: str) -> Operand:
     """An operand as a kernel of `machine` reads it: rounded to the kernel's type if it
-    is stored in a wider one."""
+    is stored in a wider one (by at most its own error, if its exact value is exact in
+    the kernel's type)."""
     b: Bound = t.data
     err = b.err
     if b.stored is not None:
         load = storage_of(t.type, machine)
         if MACHINES[b.stored].bytes > MACHINES[load].bytes and np.any(b.mag > 0):
-            err = plus(err, {site: UNIT[load] * b.mag})
+            rounding = UNIT[load] * b.mag
+            if load in b.exact:
+                rounding = np.minimum(rounding, total(err))
+            if np.any(rounding):
+                err = plus(err, {site: rounding})
     return Operand(b.mag, err, t.type.size)
 
 
@@ -316,7 +379,9 @@ def _bounds(name: str, value: Value, r: Realization, params: bool, grain: str) -
         rank = x.ndim
         gap = at_grain(np.abs(y - x), rank, grain)
         mag = at_grain(np.abs(x), rank, grain)
-        return Tensor(t.type, Bound(t.type.shape, mag, {path: gap} if np.any(gap) else {}, stored))
+        exact_in = frozenset(m for m in MACHINES if np.array_equal(to_storage(x, m), x))
+        err = {path: gap} if np.any(gap) else {}
+        return Tensor(t.type, Bound(t.type.shape, mag, err, stored, exact_in))
 
     return map_leaves(one, value, name)
 
@@ -336,9 +401,15 @@ def _merged(samples: list[Value]) -> Value:
 
 def measured_gap(core: Core, envelope: Envelope, realization: Realization, backend: str) -> float:
     """The largest |native − exact| over the output's real elements and the envelope's
-    samples; +∞ when a native element is not finite (an overflow is not a small gap)."""
+    samples, against the envelope's reference (the upper end, on balls); +∞ when a native
+    element is not finite (an overflow is not a small gap)."""
+    return measurement(core, envelope, realization, backend).upper
+
+
+def measurement(core: Core, envelope: Envelope, realization: Realization, backend: str) -> Gap:
+    """`measured_gap`, and the reference's radius beside it."""
     exact_outs = [exact_output(core, envelope.meta, i) for i in sample_indices(envelope)]
-    return gap_to(exact_outs, core, envelope, realization, backend)
+    return Gap(gap_to(exact_outs, core, envelope, realization, backend), radius(exact_outs))
 
 
 def sample_indices(envelope: Envelope) -> range:
@@ -346,27 +417,81 @@ def sample_indices(envelope: Envelope) -> range:
     return range(meta.first, meta.first + meta.samples)
 
 
-def exact_output(core: Core, meta: Meta, index: int) -> list[np.ndarray]:
-    """The output's real leaves on sample `index` of an envelope, from the exact reference
-    rounded to float64: what a measurement compares with (kept, since the reference is
-    the slow run)."""
-    reference = core.reference(meta.bits)
+@dataclass(frozen=True)
+class ExactOutput:
+    """A sample's exact output: each real leaf rounded to float64 (`values`); on balls, the
+    rest of each midpoint (`low`, float64: the two hold it to about 106 bits) and how far
+    from `values + low` the exact value may lie (`reach`, a certified bound: the ball's
+    radius, rounded up). On the MPFR reference both are 0: its own distance is estimated
+    by doubling its bits, not certified."""
+
+    values: list[np.ndarray]
+    low: list[np.ndarray]
+    reach: list[np.ndarray]
+
+
+def radius(exact_outs: list[ExactOutput]) -> float:
+    """The most any of the exact outputs may lie from its midpoint."""
+    return max((float(np.max(r)) for x in exact_outs for r in x.reach if r.size), default=0.0)
+
+
+def exact_output(core: Core, meta: Meta, index: int) -> ExactOutput:
+    """The output's real leaves on sample `index` of an envelope, from its reference:
+    what a measurement compares with (kept, since the reference is the slow run)."""
+    reference = core.reference(meta.bits, meta.reference)
     out = _run(reference, sample_arguments(core, meta, index), sample_seed(meta, index))
-    return [exact.to_float64(x.data) for x in _real_leaves(out)]
+    on_balls = reference.backend.numbers is balls
+    values, low, reach = [], [], []
+    for x in _real_leaves(out):
+        high = exact.to_float64(x.data)
+        values.append(high)
+        if on_balls:
+            rest = balls.to_float64(x.data - balls.exact(high))
+            low.append(rest)
+            reach.append(balls.upper(x.data - balls.exact(high) - balls.exact(rest)))
+        else:
+            low.append(np.zeros(high.shape))
+            reach.append(np.zeros(high.shape))
+    return ExactOutput(values, low, reach)
+
+
+@dataclass(frozen=True)
+class Gap:
+    """A measured gap: its upper end over the balls (the gap to the float64 midpoints plus
+    their reach; the gap itself on the MPFR reference), and the reference's radius, the
+    most any exact output may lie from its float64 value."""
+
+    upper: float
+    radius: float
 
 
 def gap_to(
-    exact_outs: list, core: Core, envelope: Envelope, realization: Realization, backend: str
+    exact_outs: list[ExactOutput],
+    core: Core,
+    envelope: Envelope,
+    realization: Realization,
+    backend: str,
 ) -> float:
     """The measured gap of `realization` on `backend` against the exact outputs of the
-    envelope's samples (`exact_output`, one a sample in order)."""
+    envelope's samples (`exact_output`, one a sample in order): its upper end, on balls."""
+    return max(sample_gaps(exact_outs, core, envelope, realization, backend), default=0.0)
+
+
+def sample_gaps(
+    exact_outs: list[ExactOutput],
+    core: Core,
+    envelope: Envelope,
+    realization: Realization,
+    backend: str,
+) -> list[float]:
+    """`gap_to`, one a sample in order."""
     meta = envelope.meta
     native = core.lower(realization).compile(backend)
-    gap = 0.0
+    gaps = []
     for index, xs in zip(sample_indices(envelope), exact_outs, strict=True):
         out = _run(native, sample_arguments(core, meta, index), sample_seed(meta, index))
-        gap = max(gap, _gap(xs, _real_leaves(out)))
-    return gap
+        gaps.append(_gap(xs, _real_leaves(out)))
+    return gaps
 
 
 def _run(compiled: Compiled, args: list, seed: int) -> Value:
@@ -377,11 +502,20 @@ def _real_leaves(value: Value) -> list[Tensor]:
     return [t for _, t in leaves(value) if t.type.kind == "real" and t.type.size]
 
 
-def _gap(exact_outs: list[np.ndarray], native_outs: list[Tensor]) -> float:
+# Two float64 subtractions, each within half a unit of its result: a gap computed from
+# float64 values and scaled by this is at least the exact one.
+_SUBTRACTIONS = 1 + 2.0**-50
+
+
+def _gap(exact: ExactOutput, native_outs: list[Tensor]) -> float:
     gap = 0.0
-    for x, t in zip(exact_outs, native_outs, strict=True):
+    for x, low, r, t in zip(exact.values, exact.low, exact.reach, native_outs, strict=True):
         y = np.asarray(t.data).astype(np.float64)
         if not np.all(np.isfinite(y)):
             return math.inf
-        gap = max(gap, float(np.max(np.abs(x - y))))
+        if np.any(r) or np.any(low):  # the upper end over the ball
+            d = np.nextafter(np.abs((y - x) - low) * _SUBTRACTIONS + r, math.inf)
+        else:
+            d = np.abs(x - y)
+        gap = max(gap, float(np.max(d)))
     return gap

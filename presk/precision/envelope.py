@@ -11,6 +11,11 @@ At a sum (`sum`, `mean`, `sum_to`) or a contraction (`dot`, `matmul`, `ein` and 
 derivatives) the terms of an output element are xᵢwᵢ (a plain sum's xᵢ, a mean's xᵢ/k),
 and `SumStats` keeps what they add up to without cancelling. The factors are per summed
 operand: a contraction's two, a sum's one.
+
+A site also records the machine types every one of its sampled values is exact in
+(`exact`: an integer-valued mask, a constant such as 16): storing such a value rounds it
+by at most the error it already carries, which the bound charges instead of a rounding
+(presk/precision/bound.py).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import json
 import math
 from dataclasses import dataclass
 
+from presk import backends
 from presk.api import Core, Program
 from presk.errors import RealizationError
 from presk.fileio import write_atomic
@@ -27,6 +33,7 @@ from presk.front.prelude import FILE as PRELUDE
 from presk.realize import read_json
 
 TYPES = ("f32", "bf16")  # the narrower types whose rounding an envelope records
+EXACT_TYPES = ("f64", *TYPES)  # the types a site may be exact in, widest first
 GRAINS = ("site", "row", "channel")
 MAX_BYTES = 256 << 20  # a grain of rows keeps a number a row: a big model's is megabytes
 MAX_DEPTH = 8
@@ -57,6 +64,7 @@ class SiteEnvelope:
     work: int  # the primitive's work per element, the largest call's (calibrate.work)
     sum: SumStats | None = None
     grain: Grain | None = None
+    exact: tuple[str, ...] = ()  # the types in EXACT_TYPES every sampled value is exact in
 
 
 @dataclass(frozen=True)
@@ -73,6 +81,9 @@ class Meta:
     bits: int
     grain: str  # in GRAINS
     date: str  # the UTC day, YYYY-MM-DD
+    # the reference the magnitudes were read from: "ball" (certified upper bounds) or
+    # "interp" (MPFR numbers; an envelope written before there were two says none)
+    reference: str = "interp"
 
 
 @dataclass(frozen=True)
@@ -215,7 +226,13 @@ SCHEMA = _record(
                     "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$",
                     "description": "{field} is a day, YYYY-MM-DD, not {value}",
                 },
+                "reference": {
+                    "enum": list(backends.names(exact=True)),
+                    "description": "{field} is a reference backend "
+                    f"({', '.join(backends.names(exact=True))}), not {{value}}",
+                },
             },
+            optional=("reference",),
         ),
         "sites": {
             "type": "object",
@@ -249,8 +266,19 @@ SCHEMA = _record(
                             "rounding": _by_type(_bounds()),
                         },
                     ),
+                    "exact": {
+                        "type": "array",
+                        "items": {
+                            "enum": list(EXACT_TYPES),
+                            "description": "{field} is one of "
+                            + ", ".join(EXACT_TYPES)
+                            + ", not {value}",
+                        },
+                        "uniqueItems": True,
+                        "description": "{field} is a list of machine types, not {value}",
+                    },
                 },
-                optional=("sum", "grain"),
+                optional=("sum", "grain", "exact"),
             ),
         },
     },
@@ -284,6 +312,7 @@ def _sites_json(sites: dict[str, SiteEnvelope]) -> dict:
             "rounding": {t: json_number(s.rounding[t]) for t in TYPES},
             "count": s.count,
             "work": s.work,
+            "exact": list(s.exact),
         }
         if s.sum is not None:
             rec["sum"] = {
@@ -331,10 +360,12 @@ def _site(path: str, site: str, rec: dict) -> SiteEnvelope:
         )
     if g is not None and any(len(g["rounding"][t]) != len(g["magnitude"]) for t in TYPES):
         _malformed(path, f"sites {site}: grain's rounding lists are not one a magnitude")
+    rounding = {t: _float(rec["rounding"][t]) for t in TYPES}
+    exact = rec.get("exact")
     return SiteEnvelope(
         rec["op"],
         _float(rec["magnitude"]),
-        {t: _float(rec["rounding"][t]) for t in TYPES},
+        rounding,
         rec["count"],
         rec["work"],
         None
@@ -351,4 +382,17 @@ def _site(path: str, site: str, rec: dict) -> SiteEnvelope:
         else Grain(
             g["kind"], _floats(g["magnitude"]), {t: _floats(g["rounding"][t]) for t in TYPES}
         ),
+        exact_types(exact) if exact is not None else exact_from(rounding),
     )
+
+
+def exact_types(types) -> tuple[str, ...]:
+    """`types` in EXACT_TYPES' order, widest first."""
+    return tuple(t for t in EXACT_TYPES if t in types)
+
+
+def exact_from(rounding: dict[str, float]) -> tuple[str, ...]:
+    """What a file without `exact` (written before it was recorded) says of it: the narrow
+    types whose rounding is 0, and f64 with f32 (f64 holds every f32 number)."""
+    narrow = [t for t in TYPES if rounding[t] == 0]
+    return exact_types(narrow + (["f64"] if "f32" in narrow else []))

@@ -53,11 +53,11 @@ from presk.schemas import MOVES
 from presk.toolchain import llvm_tool
 
 REASONS = {  # a decision's reason when no move made it, as the text says it
-    "rule 1": "left out by rule 1: one element; kept f64",
+    "rule 1": "left out by rule 1: one element; kept {rung}",
     "rule 2": "left out by rule 2: narrowing to f32 saves {saves} bytes, less than "
-    "θ·B = {least:.4g}; kept f64",
-    "unreached": "not reached by the sweep (sensitivity unknown); kept f64",
-    "unpriced": "not offered: kept f64",
+    "θ·B = {least:.4g}; kept {rung}",
+    "unreached": "not reached by the sweep (sensitivity unknown); kept {rung}",
+    "unpriced": "not offered: kept {rung}",
     "absent": "the decisions' history is absent (no moves file): the record's type",
 }
 
@@ -150,12 +150,17 @@ class Step:
             f"measured gap {gap} inside budget/margin {margin}: kept",
             ("narrow", "rejected"): f"tried {arrow} by measurement: measured gap {gap} past "
             f"budget/margin {margin}: rejected",
+            ("widen", "culprit"): f"widened {arrow} after a measured gap {gap} past the "
+            f"budget {budget} (its own gap, as its type explains it, the largest: presk bisect)",
             ("widen", "measured"): f"widened {arrow} after a measured gap {gap} past the "
             f"budget {budget} (its term the largest)",
             ("widen", "held out"): f"widened {arrow}: a kept narrowing undone, the held-out "
             f"gap {gap} past budget/margin {margin}",
             ("widen", "slower"): f"widened {arrow}: the predicted time is lower with the "
-            "conversions at its kernels' edges",
+            "conversions at its kernels' edges"
+            if self.gap is None  # else the record became a uniform one that ran faster
+            else f"widened {arrow}: the uniform record, its gap {gap} inside the budget "
+            f"{budget}, ran faster on this machine",
         }
         return said[self.move, self.outcome]
 
@@ -198,7 +203,7 @@ class Decision:
             return [REASONS[self.reason]]
         first = (self.elements or 0) * (MACHINES["f64"].bytes - MACHINES["f32"].bytes)
         least = figures.min_gain * figures.all_f64
-        return [REASONS[self.reason].format(saves=first, least=least)]
+        return [REASONS[self.reason].format(saves=first, least=least, rung=self.rung)]
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ index of the other axes.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from mlir import ir
@@ -110,6 +111,28 @@ def move(w: np.ndarray, t, rung: str, over: int) -> np.ndarray:
     """δ = ŵ − w, exact in float64: |q| ≥ 1 puts ŵ within a factor of two of w (Sterbenz),
     and q = 0 gives −w."""
     return stored(w, t, rung, over) - w
+
+
+@dataclass(frozen=True)
+class Moved:
+    """What storing a parameter at an integer rung moves the output by, to first order:
+    Σ g·δ, g its gradient and δ its move."""
+
+    bound: float  # Σ|g|·|δ|
+    signed: float  # Σ g·δ
+    squares: float  # Σ(g·δ)²
+
+    @property
+    def rss(self) -> float:
+        """√Σ(g·δ)²: the elements' moves taken as independent, so that they may cancel as
+        independent ones do, but never all at once because their signs happen to."""
+        return math.sqrt(self.squares)
+
+
+def first_order(g: np.ndarray, w: np.ndarray, t, rung: str, over: int) -> Moved:
+    """The first-order move of a parameter `w` (of type `t`, gradient `g`) at `rung`."""
+    gd = g * move(w, t, rung, over)
+    return Moved(float(np.sum(np.abs(gd))), float(np.sum(gd)), float(np.sum(gd * gd)))
 
 
 def integer_bytes(shape: tuple[int, ...], rung: str, over: int) -> int:

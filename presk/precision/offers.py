@@ -3,8 +3,10 @@
 Two kinds of value are offered (docs/precision.md, section 7):
 
 - a stored value: a kernel's result, named by its launch site (a fusion group's root).
-  Its members are computed in the root's type, so their roundings are charged there: a
-  value's term in type t is Σ over the group's sites of ‖∂L/∂v‖₁ × v's rounding in t. It
+  Its members are computed in the arithmetic of the root's type and never stored, so their
+  roundings are charged there: a value's term in type t is ‖∂L/∂v‖₁ × v's rounding in t
+  for the root, plus Σ over the other sites of the group of their rounding in t's
+  arithmetic (f32 for a bf16 kernel, which keeps a fused chain's values in f32). It
   costs one sample's elements (every call and fold layer) times t's bytes. With
   `--rounding weighted` a site's term is instead the sweep's Σᵢ |∂L/∂vᵢ|·|fl_t(vᵢ) − vᵢ|,
   each element's rounding weighted by its own sensitivity (exact to first order), and
@@ -14,16 +16,27 @@ Two kinds of value are offered (docs/precision.md, section 7):
   of the kernels that read it, since a kernel rounds what it reads to its own type.
   With integer rungs in the menu (`--menu …,int8,int4`), a parameter declared of rank two
   or more is also offered int8 and int4 (presk/precision/integers.py), written to `quant`:
-  of absmax and pow2 scales the one whose move is smaller, and only a rung that saves
-  bytes over the one above it. Its term there is s·max|ŵ − w|, s its cotangent's 1-norm,
-  or its rounding by a reader narrower than f32 if larger.
+  of absmax and pow2 scales the one whose term is smaller, and only a rung that saves
+  bytes over the one above it. Its term there is `--quant`'s, the first-order move
+  √Σ(g·δ)², g its gradient and δ = ŵ − w (or its rounding by a reader narrower than f32
+  if larger), and the integers' terms add up as `--quant` adds them, by their
+  root-sum-square. Each kind is aimed at the whole target, as the two passes aim them:
+  the estimate is the larger of the floats' sum (or root-sum-square) and the integers'
+  root-sum-square (`Menu.estimate`), and the measurement checks what they make together.
+  The floats' first-order sum adds every element's rounding as if none cancelled (41
+  times the gap on the corpus GPT), the integers' root-sum-square is within twice theirs:
+  added, the floats' pessimism took the budget from the integers, as the worst case of
+  each matrix's moves, s·max|ŵ − w|, had before (about the whole budget alone).
 
 A value the sensitivity sweep did not reach has no known sensitivity and is not offered:
 an absence is not a zero. Two rules leave out values that can only add error: (1) a value
 of one element; (2) a value whose first narrowing, f64 to f32, saves less than θ·B bytes,
 B the all-f64 traffic (the objective's measure: in time, and less than θ of the all-f64
-predicted time at its own kernel). A value not offered stays f64; a parameter's term is
-still charged wherever a narrower kernel reads it.
+predicted time at its own kernel). A value not offered takes the record's default
+(`Menu.default`): f64, or under an objective that prices mixing types the uniform type the
+solve measured inside the budget (`Objective.bases`, presk/precision/solve.py), and its
+term is charged there; a parameter's term is also charged wherever a narrower kernel reads
+it.
 
 What the solver minimises is the menu's `Objective`, which prices a candidate (`cost`), a
 move (`saving`), rule 2's measure and the words for them, so that the solver, explain and
@@ -33,7 +46,10 @@ roofline in its type, T̂ = λ + max(W/π, Q/β), W its work (the type does not 
 and Q its bytes in the type; each parameter's bytes at rest read once; and a conversion
 at every kernel's edge where a value (or parameter) stored in one type is read by a
 kernel of another, its elements at the profile's cost. A cost is a candidate's own, not a
-difference from all-f64, so any two candidates compare.
+difference from all-f64, so any two candidates compare. Time has uniform bases and
+traffic none (`Objective.bases`): a record that mixes f64 and f32 costs the native code
+more than its bytes say, so under time a solve starts from all-f32 where all-f32 measures
+inside the budget, and the values it does not offer follow.
 """
 
 from __future__ import annotations
@@ -54,9 +70,9 @@ from presk.precision.envelope import Envelope, SiteEnvelope
 from presk.precision.integers import (
     FLOATS,
     declared_ranks,
+    first_order,
     integer_bytes,
     is_integer,
-    move,
     scale_axes,
 )
 from presk.precision.profile import Profile
@@ -81,6 +97,9 @@ class Priced:
     readers: tuple[str, ...] = ()  # the launch sites of the kernels reading it
     ladder: tuple[str, ...] = RUNGS  # the rungs it is offered, widest first
     ints: dict[str, int] = field(default_factory=dict)  # bytes by integer rung
+    # the rungs every value of it is exact in (the envelope's `exact`, a parameter's own
+    # weights): stored in one it rounds nothing, whatever its sensitivity
+    exact: tuple[str, ...] = ()
 
     def bytes(self, rung: str) -> int:
         return rung_bytes(rung, self.elements, self.ints)
@@ -135,9 +154,20 @@ class Objective(Protocol):
         """Rule 2's measure as the summary says it, after "first narrowing saves"."""
         ...
 
+    def amount(self, cost: float) -> str:
+        """A cost in its units, as a summary says it."""
+        ...
+
     def report(self, menu: Menu, assignment: dict[str, str]) -> list[str]:
         """The summary's lines on the candidate's cost, besides its traffic, which every
         solve prints."""
+        ...
+
+    def bases(self, menu: Menu) -> tuple[str, ...]:
+        """The uniform types a solve may start from, in the order it tries them: the first
+        whose all-t realization measures inside the budget is the record's default, which
+        every value not offered follows; none (a record's default f64, the values not
+        offered kept there) where mixing types costs nothing."""
         ...
 
 
@@ -152,16 +182,22 @@ class Traffic:
         self, menu: Menu, assignment: dict[str, str], key: str, to: str, edges: bool = True
     ) -> float:
         item = menu.item(key)  # its bytes are its own: no edge changes them
-        return item.bytes(assignment.get(key, "f64")) - item.bytes(to)
+        return item.bytes(menu.rung(assignment, key)) - item.bytes(to)
 
     def offers(self, menu: Menu, p: Priced) -> bool:
         return p.saving("f32") >= menu.min_gain * menu.all_f64
 
     def rule_2(self, menu: Menu) -> str:
-        return f"< θ·B = {menu.min_gain * menu.all_f64:.4g} bytes"
+        return f"< θ·B = {self.amount(menu.min_gain * menu.all_f64)}"
+
+    def amount(self, cost: float) -> str:
+        return f"{cost:.4g} bytes"
 
     def report(self, menu: Menu, assignment: dict[str, str]) -> list[str]:
         return []  # the traffic line says it
+
+    def bases(self, menu: Menu) -> tuple[str, ...]:
+        return ()  # a byte costs the same beside any type: the values left out stay f64
 
 
 TRAFFIC = Traffic()
@@ -179,35 +215,44 @@ class Time:
 
     def cost(self, menu: Menu, assignment: dict[str, str]) -> float:
         def rung(key: str) -> str:
-            return assignment.get(key, "f64")
+            return menu.rung(assignment, key)
 
         total = 0.0
         for key, v in menu.values.items():
             t = rung(key)
             total += self.own(menu, key, t)
             for reader in v.readers:
-                total += self.profile.convert(t, rung(reader), v.elements, self.launches[key])
+                total += self.profile.load(t, rung(reader), v.elements)
         for key, p in menu.params.items():
             t = rung(key)
             total += self.own(menu, key, t)
             for reader in p.readers if not is_integer(t) else ():  # dequantised at the load
-                total += self.profile.convert(t, rung(reader), p.elements)
+                total += self.profile.load(t, rung(reader), p.elements)
         return total
 
     def own(self, menu: Menu, key: str, t: str) -> float:
         """A stored value's kernel at its roofline in `t`, or a parameter's bytes in `t`
-        read once."""
-        types = self.profile.types
+        read once; in a type computed in another's arithmetic, no faster than in that
+        one. presk has no bf16 arithmetic: a bf16 kernel computes in f32 and converts at
+        every load and store, so bf16 is never priced faster than f32, whatever the fit
+        of its streaming says (on a shared machine it swings from half f32's rate to
+        twice), and is not chosen for speed; the traffic objective chooses it."""
+        arith = t if is_integer(t) else MACHINES[t].arith_name
+        alone = self._own(menu, key, t)
+        return alone if arith == t else max(alone, self._own(menu, key, arith))
+
+    def _own(self, menu: Menu, key: str, t: str) -> float:
         if key in menu.params:  # integers stream like the f32 they are read as
-            return menu.params[key].bytes(t) / types["f32" if is_integer(t) else t].byte_rate
+            rate = self.profile.roofline("f32" if is_integer(t) else t).byte_rate
+            return menu.params[key].bytes(t) / rate
         stored = menu.values[key].elements * MACHINES[t].bytes
-        return types[t].seconds(self.work[key], stored, self.launches[key])
+        return self.profile.roofline(t).seconds(self.work[key], stored, self.launches[key])
 
     def saving(
         self, menu: Menu, assignment: dict[str, str], key: str, to: str, edges: bool = True
     ) -> float:
         if not edges:
-            rung = assignment.get(key, "f64")
+            rung = menu.rung(assignment, key)
             return self.own(menu, key, rung) - self.own(menu, key, to)
         return self.cost(menu, assignment) - self.cost(menu, {**assignment, key: to})
 
@@ -215,19 +260,31 @@ class Time:
         """Traffic's measure, or θ of the all-f64 predicted time saved at its own kernel:
         a value of few bytes whose kernel computes much (a cross-entropy's, reading every
         logit) is offered for its time."""
-        least = menu.min_gain * self.cost(menu, {})
-        return TRAFFIC.offers(menu, p) or self.saving(menu, {}, p.key, "f32", False) >= least
+        f64 = menu.every("f64")
+        least = menu.min_gain * self.cost(menu, f64)
+        return TRAFFIC.offers(menu, p) or self.saving(menu, f64, p.key, "f32", False) >= least
 
     def rule_2(self, menu: Menu) -> str:
-        least = menu.min_gain * self.cost(menu, {})
-        return f"{TRAFFIC.rule_2(menu)} and < θ·T̂ = {least * 1e6:.3g} µs at its own kernel"
+        least = menu.min_gain * self.cost(menu, menu.every("f64"))
+        return f"{TRAFFIC.rule_2(menu)} and < θ·T̂ = {self.amount(least)} at its own kernel"
+
+    def amount(self, cost: float) -> str:
+        return f"{cost * 1e6:.3g} µs"
 
     def report(self, menu: Menu, assignment: dict[str, str]) -> list[str]:
-        now, f64 = self.cost(menu, assignment), self.cost(menu, {})
+        now, f64 = self.cost(menu, assignment), self.cost(menu, menu.every("f64"))
         return [
             f"predicted time ({self.profile.cpu}, {self.profile.date}): "
             f"{now * 1e3:.3f} ms against {f64 * 1e3:.3f} ms all-f64, {ratio(f64, now)} faster"
         ]
+
+    def bases(self, menu: Menu) -> tuple[str, ...]:
+        """The types narrower than f64 that compute in their own arithmetic, narrowest
+        first: f32 (bf16 computes in f32 and converts at every load and store). A uniform
+        record pays no conversion and each of its kernels computes in its own type, so the
+        narrower is the faster: the profile, whose rates a loaded machine can fit in the
+        wrong order, is not asked."""
+        return tuple(t for t in reversed(RUNGS) if t != "f64" and MACHINES[t].arith_name == t)
 
 
 @dataclass(frozen=True)
@@ -240,9 +297,39 @@ class Menu:
     min_gain: float  # θ
     objective: Objective = TRAFFIC  # what the solver minimises: with a profile, Time
     over: dict[str, int] = field(default_factory=dict)  # integer weights' scale axes, by path
+    # the record's default: the rung of every key an assignment leaves out (the values not
+    # offered, the kernels not priced), f64 unless a solve based the menu on a uniform type
+    default: str = "f64"
 
     def item(self, key: str) -> Priced:
         return self.values.get(key) or self.params[key]
+
+    def rung(self, assignment: dict[str, str], key: str) -> str:
+        """`key`'s rung under `assignment`: its own there, else the record's default."""
+        return assignment.get(key, self.default)
+
+    def every(self, rung: str) -> dict[str, str]:
+        """The assignment of `rung` to every priced value and parameter."""
+        return dict.fromkeys((*self.values, *self.params), rung)
+
+    def rungs(self, assignment: dict[str, str]) -> dict[str, str]:
+        """Every priced value's and parameter's rung under `assignment`."""
+        return {k: self.rung(assignment, k) for k in (*self.values, *self.params)}
+
+    def based(self, rung: str) -> Menu:
+        """The menu based on the uniform type `rung`: the record's default, and the top of
+        every ladder. All-`rung` measured inside the budget, so no widening goes past it
+        (and a record's `params` takes no type wider than its default)."""
+
+        def trimmed(p: Priced) -> Priced:
+            return replace(p, ladder=p.ladder[p.ladder.index(rung) :])
+
+        return replace(
+            self,
+            values={k: trimmed(v) for k, v in self.values.items()},
+            params={k: trimmed(p) for k, p in self.params.items()},
+            default=rung,
+        )
 
     def narrower(self, key: str, rung: str) -> str | None:
         """The rung after `rung` on `key`'s ladder, None at its end."""
@@ -256,7 +343,7 @@ class Menu:
 
     def traffic(self, assignment: dict[str, str]) -> int:
         """The bytes, whatever the objective: every solve reports them."""
-        return self.all_f64 - sum(self.item(k).saving(t) for k, t in assignment.items())
+        return sum(self.item(k).bytes(t) for k, t in self.rungs(assignment).items())
 
     def cost(self, assignment: dict[str, str]) -> float:
         return self.objective.cost(self, assignment)
@@ -264,25 +351,43 @@ class Menu:
     def saving(self, assignment: dict[str, str], key: str, to: str, edges: bool = True) -> float:
         return self.objective.saving(self, assignment, key, to, edges)
 
+    def estimate(self, assignment: dict[str, str], how: str) -> float:
+        """The estimate of `assignment`: its floats' terms by `how`, or the root-sum-square
+        of its integer weights' terms, whichever is larger (`estimate`)."""
+        terms = self.terms(assignment)
+        ints = [t for k, t in terms.items() if is_integer(self.rung(assignment, k))]
+        floats = [t for k, t in terms.items() if not is_integer(self.rung(assignment, k))]
+        return estimate(floats, how, ints)
+
     def terms(self, assignment: dict[str, str]) -> dict[str, float]:
-        """Each priced value's term under `assignment` (keys to rungs; the rest f64), at
-        the narrowest of its own rung and its readers': a kernel rounds what it reads to
-        its own type, so a value read by a narrower kernel is rounded again there."""
+        """Each priced value's term under `assignment` (keys to rungs; the rest the
+        record's default), at the narrowest of its own rung and its readers': a kernel
+        rounds what it reads to its own type, so a value read by a narrower kernel is
+        rounded again there. A value the sweep did not reach has no term, but one exact in
+        the narrower of those rungs is charged 0: it rounds nothing there."""
         out = {}
         for key, p in (*self.values.items(), *self.params.items()):
+            own = self.rung(assignment, key)
+            read = (self.rung(assignment, k) for k in p.readers)
+            reader = max(read, key=RUNGS.index, default="f64")
             if p.terms is not None:
-                own = assignment.get(key, "f64")
-                read = (assignment.get(k, "f64") for k in p.readers)
-                out[key] = p.term(own, max(read, key=RUNGS.index, default="f64"))
+                out[key] = p.term(own, reader)
+            elif own in p.exact:  # a float rung, then
+                narrowest = max(own, reader, key=RUNGS.index)
+                if narrowest != "f64" and narrowest in p.exact:
+                    out[key] = 0.0
         return out
 
 
-def estimate(terms, how: str) -> float:
-    """The estimate from the terms: their sum, or their root-sum-square (`rss`)."""
-    terms = list(terms)
-    if any(math.isinf(t) for t in terms):
+def estimate(terms, how: str, integers=()) -> float:
+    """The estimate from the terms: their sum, or their root-sum-square (`rss`); with
+    `integers` (integer weights' first-order moves), the larger of that and their
+    root-sum-square."""
+    terms, integers = list(terms), list(integers)
+    if any(math.isinf(t) for t in (*terms, *integers)):
         return math.inf
-    return math.sqrt(sum(t * t for t in terms)) if how == "rss" else sum(terms)
+    floats = math.sqrt(sum(t * t for t in terms)) if how == "rss" else sum(terms)
+    return max(floats, math.sqrt(sum(t * t for t in integers)))
 
 
 def envelope_menu(
@@ -344,7 +449,7 @@ def menu(
     integers = tuple(t for t in rungs if is_integer(t))
     over = _scale_axes(core, params, matrices=not integers) if integers or quant else {}
     if integers:
-        params = _with_integers(core, envelope, found, params, over, integers)
+        params = _with_integers(core, envelope, found.gradients, params, over, integers)
     all_f64 = sum(p.bytes("f64") for p in (*values.values(), *params.values()))
     objective = TRAFFIC if profile is None else _time(profile, kernels, envelope, values)
     priced = Menu(values, params, (), {}, all_f64, min_gain, objective, over)
@@ -367,27 +472,26 @@ def _scale_axes(core: Core, params: dict[str, Priced], matrices: bool) -> dict[s
 def _with_integers(
     core: Core,
     envelope: Envelope,
-    found: Sensitivities,
+    gradients: dict[str, np.ndarray],
     params: dict[str, Priced],
     over: dict[str, int],
     integers: tuple[str, ...],
 ) -> dict[str, Priced]:
-    """The parameters with a scale axis and a known sensitivity offered `integers` too:
-    at each width the scheme whose term s·max|ŵ − w| is smaller (ties to absmax), kept on
-    the ladder only if it saves bytes over the rung above it."""
+    """The parameters with a scale axis and a known gradient (the sweep's, kept) offered
+    `integers` too: at each width the scheme whose term √Σ(g·δ)² is smaller (ties to
+    absmax), kept on the ladder only if it saves bytes over the rung above it."""
     values = core.params(envelope.meta.seed, envelope.meta.weights) or {}
     types = dict(leaves(param_type(core.view)))
-    l1 = {r.key: r.l1 for r in found.rows if r.what == "parameter"}
     out = dict(params)
     for path, axis in over.items():
         p = params[path]
-        if p.terms is None:
+        if p.terms is None or path not in gradients:
             continue
-        w = np.asarray(values[path], dtype=np.float64)
+        w, g = np.asarray(values[path], dtype=np.float64), gradients[path]
         terms, ints, ladder = dict(p.terms), {}, list(p.ladder)
         for width in integers:
             priced = {
-                rung: l1[path] * float(np.max(np.abs(move(w, types[path], rung, axis))))
+                rung: first_order(g, w, types[path], rung, axis).rss
                 for rung in (width, width + "/pow2")
             }
             rung = min(priced, key=priced.get)
@@ -455,16 +559,19 @@ def _value(
     count = envelope.sites[site].count
     readers = tuple(sorted(read_by.get(site, ())))
     priced = [m for m in sorted(members) if m in envelope.sites]
+    exact = tuple(t for t in RUNGS if all(t in envelope.sites[m].exact for m in priced))
     if any(m not in l1 for m in priced):
-        return Priced(site, "value", count, None, readers)
-    terms = {
-        t: sum(
-            _term(l1[m], _site_rounding(envelope.sites[m], t, rounding), paired.get(m, {}).get(t))
-            for m in priced
+        return Priced(site, "value", count, None, readers, exact=exact)
+
+    def term(m: str, t: str) -> float:
+        return _term(
+            l1[m], _site_rounding(envelope.sites[m], t, rounding), paired.get(m, {}).get(t)
         )
-        for t in RUNGS
+
+    terms = {  # a member is rounded in the kernel's arithmetic, the root at its store
+        t: sum(term(m, t if m == site else MACHINES[t].arith_name) for m in priced) for t in RUNGS
     }
-    return Priced(site, "value", count, terms, readers)
+    return Priced(site, "value", count, terms, readers, exact=exact)
 
 
 def _site_rounding(s: SiteEnvelope, t: str, rounding: str) -> float:
@@ -506,7 +613,9 @@ def _params(
                 t: _term(l1[path], _param_rounding(x, t, rounding), paired.get(path, {}).get(t))
                 for t in RUNGS
             }
-        out[path] = Priced(path, "parameter", x.size, terms, tuple(sorted(readers.get(path, ()))))
+        exact = tuple(t for t in RUNGS if _param_rounding(x, t, "measured") == 0)
+        reading = tuple(sorted(readers.get(path, ())))
+        out[path] = Priced(path, "parameter", x.size, terms, reading, exact=exact)
     return out
 
 

@@ -26,19 +26,10 @@ import numpy as np
 
 from presk.api import Core
 from presk.ir.types import leaves
-from presk.precision.integers import integer_bytes, move, rung_name
+from presk.precision.integers import first_order, integer_bytes, rung_name
 from presk.precision.offers import Menu
 from presk.precision.solve import Gauge, HeldOut, Move, Solution, measured_runs
 from presk.runtime.inputs import param_type
-
-
-@dataclass(frozen=True)
-class Moved:
-    """What quantising one matrix at one rung moves, to first order."""
-
-    bound: float  # Σ|g|·|δ|
-    signed: float  # Σ g·δ
-    squares: float  # Σ(g·δ)²
 
 
 @dataclass(frozen=True)
@@ -74,7 +65,8 @@ def quantize_after(
     what the pass did in its `quant_pass`."""
     rungs = (rung_name(8, scheme), rung_name(4, scheme))
     moved, menu = _priced(s.menu, core, gauge, gradients, rungs)
-    floats = dict(s.assignment)
+    # every matrix at its rung: one the float solve did not offer at the record's default
+    floats = {**{k: s.menu.rung(s.assignment, k) for k in s.menu.over}, **s.assignment}
     assignment = dict(floats)
     target = max(s.budget - s.gap, 0.0)
     runs = measured_runs(gauge, held)
@@ -107,29 +99,24 @@ def quantize_after(
 
 def _priced(
     menu: Menu, core: Core, gauge: Gauge, gradients: dict[str, np.ndarray], rungs: tuple
-) -> tuple[dict[str, dict[str, Moved]], Menu]:
+) -> tuple[dict[str, dict], Menu]:
     """Each matrix's first-order moves by rung, and the menu with the matrices priced in
     `rungs` (their bytes, and their root-sum-square as the term)."""
     meta = gauge.envelope.meta
     values = core.params(meta.seed, meta.weights) or {}
     types = dict(leaves(param_type(core.view)))
-    moved: dict[str, dict[str, Moved]] = {}
+    by_path: dict[str, dict] = {}
     params = dict(menu.params)
     for path, over in menu.over.items():
         p = params[path]
         if path not in gradients or p.terms is None:
             continue
         w, g = np.asarray(values[path], dtype=np.float64), gradients[path]
-        moved[path] = {}
-        for rung in rungs:
-            gd = g * move(w, types[path], rung, over)
-            moved[path][rung] = Moved(
-                float(np.sum(np.abs(gd))), float(np.sum(gd)), float(np.sum(gd * gd))
-            )
-        terms = {**p.terms, **{r: math.sqrt(m.squares) for r, m in moved[path].items()}}
+        by_path[path] = {r: first_order(g, w, types[path], r, over) for r in rungs}
+        terms = {**p.terms, **{r: m.rss for r, m in by_path[path].items()}}
         ints = {r: integer_bytes(w.shape, r, over) for r in rungs}
         params[path] = replace(p, terms=terms, ints=ints, ladder=(*p.ladder, *rungs))
-    return moved, replace(menu, params=params)
+    return by_path, replace(menu, params=params)
 
 
 def _ladder(menu: Menu, moved: dict, floats: dict[str, str], key: str) -> tuple[str, ...]:

@@ -6,7 +6,11 @@ that contribute most. Every rule is linear in its inputs' errors, so the parts t
 through it independently. A rule has two halves: `carry`, how the primitive carries its
 operands' errors to its result (first-order derivative bounds from the magnitudes), and
 `own`, the rounding it commits computing the result before it is stored; `stores` says
-whether the result is computed (rounded at its store) or only moved.
+whether the result is computed (rounded at its store) or only moved. Two facts spare a
+result its store's rounding: `rounds`, an own rounding that ends by rounding the result
+to the type it computes in (a sum's last addition, a mean's division), so that storing it
+in that type rounds nothing again; and `exact_result`, a result that is one of its
+operands as loaded, or its negation, or a sign, exact in the type it is stored in.
 
 Magnitudes and errors are numpy arrays that broadcast to their value's shape, one axis
 for each of its axes: of size 1 everywhere from a site's envelope (one number a value),
@@ -116,6 +120,9 @@ class Step:
     row: int  # the length of the row a row-wise primitive (softmax, cross_entropy) reads
     axis: int | None  # the axis of that row
     terms: int  # k: the terms of each output element of a sum, at this call
+    # The relative error of the kernel's exp, erf and tanh beyond a correctly rounded
+    # result: a C library's ulps, or presk's own functions' (computed in f64, rounded once).
+    function: float
     # The primitive itself on non-negative arrays broadcast to its operands' shapes (its
     # exact reference, in float64): how a move or a sum carries a per-row quantity.
     apply: Callable[[list[np.ndarray]], np.ndarray]
@@ -310,6 +317,11 @@ def _ulps(n: float) -> Callable[[Step], np.ndarray]:
     return lambda s: n * s.u * s.mag
 
 
+def _function(s: Step) -> np.ndarray:
+    """exp's, erf's or tanh's error beyond a correctly rounded result, whoever computes it."""
+    return s.function * s.mag
+
+
 def _none(s: Step) -> float:
     return 0.0
 
@@ -342,8 +354,8 @@ def _scatter_rounding(s: Step) -> float:
 
 
 def _gelu_rounding(s: Step) -> np.ndarray:
-    """x·½·(1 + erf(x/√2)): four roundings of at most |x|, and erf's ulps times |x|/2."""
-    return 5 * s.u * s.ins[0].mag
+    """x·½·(1 + erf(x/√2)): four roundings of at most |x|, and erf's own error times |x|/2."""
+    return (4 * s.u + s.function / 2) * s.ins[0].mag
 
 
 def _softmax_rounding(s: Step) -> np.ndarray:
@@ -374,59 +386,69 @@ class Rule:
     own: Callable[[Step], object] = _none
     stores: bool = True  # the result computed, so rounded to its type at its store
     pointwise: bool = False  # its operands aligned to its result (broadcast by name)
+    rounds: bool = False  # `own` ends by rounding the result to the type it computes in
+    exact_result: bool = False  # the result is exact in the type its operands load in
 
 
 def _pointwise(carry: Callable[[Step], Err], own: Callable[[Step], object] = _none) -> Rule:
     return Rule(carry, own, pointwise=True)
 
 
+def _rounding(carry: Callable[[Step], Err], own: Callable[[Step], object]) -> Rule:
+    """A sum's, a contraction's or a row's rule: its own rounding ends in its result's."""
+    return Rule(carry, own, rounds=True)
+
+
 MOVED = Rule(_moved_through, stores=False)
-EXACT = _pointwise(_moved)  # computed without a rounding of its own: abs, neg, relu, max, …
+EXACT = _pointwise(_moved)  # computed without a rounding of its own: a constant, a cast
+# a selection or a negation of its operands as loaded: abs, neg, relu, max, min, where
+SELECTS = Rule(_moved, pointwise=True, exact_result=True)
 
 RULES: dict[str, Rule] = {
     # values
     "const": EXACT,
     "to_real": EXACT,
     # elementwise
-    "neg": EXACT,
-    "abs": EXACT,
-    "relu": EXACT,
-    "max": EXACT,
-    "min": EXACT,
-    "where": EXACT,
-    "sign": _pointwise(lambda s: {}),  # first-order: its derivative is 0 wherever it has one
+    "neg": SELECTS,
+    "abs": SELECTS,
+    "relu": SELECTS,
+    "max": SELECTS,
+    "min": SELECTS,
+    "where": SELECTS,
+    # first-order: its derivative is 0 wherever it has one; −1, 0 and 1 are exact anywhere
+    "sign": Rule(lambda s: {}, pointwise=True, exact_result=True),
     "dropout": Rule(_moved, stores=False, pointwise=True),  # the identity outside training
     "add": _pointwise(_added),
     "sub": _pointwise(_added),
     "mul": _pointwise(_product),
     "div": _pointwise(_quotient),
     "pow": _pointwise(_power, _ulps(LIBM)),
-    "exp": _pointwise(_exp, _ulps(LIBM)),
+    "exp": _pointwise(_exp, _function),
     "log": _pointwise(_log, _ulps(LIBM)),
     "sqrt": _pointwise(_sqrt),
-    "tanh": _pointwise(_lipschitz(1.0), _ulps(LIBM)),
+    "tanh": _pointwise(_lipschitz(1.0), _function),
     "sin": _pointwise(_lipschitz(1.0), _ulps(LIBM)),
     "cos": _pointwise(_lipschitz(1.0), _ulps(LIBM)),
-    "erf": _pointwise(_lipschitz(2 / math.sqrt(math.pi)), _ulps(LIBM)),
+    "erf": _pointwise(_lipschitz(2 / math.sqrt(math.pi)), _function),
     "gelu": _pointwise(_lipschitz(1.13), _gelu_rounding),  # max |gelu'| = 1.1289…
     # contractions
-    "dot": Rule(_contracted, _contraction_rounding),
-    "matmul": Rule(_contracted, _contraction_rounding),
-    "ein": Rule(_contracted, _contraction_rounding),
-    "dot_vjp_l": Rule(_contracted, _contraction_rounding),
-    "dot_vjp_r": Rule(_contracted, _contraction_rounding),
+    "dot": _rounding(_contracted, _contraction_rounding),
+    "matmul": _rounding(_contracted, _contraction_rounding),
+    "ein": _rounding(_contracted, _contraction_rounding),
+    "dot_vjp_l": _rounding(_contracted, _contraction_rounding),
+    "dot_vjp_r": _rounding(_contracted, _contraction_rounding),
     # reductions
-    "sum": Rule(_summed, _sum_rounding),
-    "sum_to": Rule(_summed, _sum_rounding),
-    "mean": Rule(_mean, _mean_rounding),
+    "sum": _rounding(_summed, _sum_rounding),
+    "sum_to": _rounding(_summed, _sum_rounding),
+    "mean": _rounding(_mean, _mean_rounding),
     "reduce_max": MOVED,
     "reduce_max_vjp": Rule(_moved_anywhere, stores=False),
     # rows
-    "softmax": Rule(_softmax, _softmax_rounding),
-    "cross_entropy": Rule(_cross_entropy, _cross_entropy_rounding),
-    "cross_entropy_vjp": Rule(_cross_entropy_vjp, _cross_entropy_vjp_rounding),
+    "softmax": _rounding(_softmax, _softmax_rounding),
+    "cross_entropy": _rounding(_cross_entropy, _cross_entropy_rounding),
+    "cross_entropy_vjp": _rounding(_cross_entropy_vjp, _cross_entropy_vjp_rounding),
     "embed": Rule(_gathered, stores=False),
-    "embed_vjp": Rule(_scatter, _scatter_rounding),
+    "embed_vjp": _rounding(_scatter, _scatter_rounding),
     # axes
     "split_heads": MOVED,
     "merge_heads": MOVED,

@@ -12,14 +12,23 @@ from presk.precision.offers import RUNGS, ratio
 from presk.precision.solve import Options, Solution
 from presk.precision.step_gap import Setup
 from presk.precision.step_solve import StepSolution
+from presk.precision.versus import Versus
 from presk.train.loop import sci
 
 
 def summary(
-    s: Solution, options: Options, measure: str, entry: str, file: str, out: str, moves: str
+    s: Solution,
+    options: Options,
+    measure: str,
+    entry: str,
+    file: str,
+    out: str,
+    moves: str,
+    compared: Versus | None = None,
 ) -> str:
     """The solve of `entry` of `file` under `options`, its candidates measured on
-    `measure`'s backend, its record written to `out` and its moves to `moves`."""
+    `measure`'s backend, its record written to `out` and its moves to `moves`; beside
+    all-f32 and all-f64 on this machine, if `compared`."""
     m = s.menu
     values = sum(k in m.values for k in m.offered)
     relative = "" if options.absolute else f" ({options.budget:g} × {brief(s.scale)}, |output|)"
@@ -30,19 +39,22 @@ def summary(
         f"{len(m.offered) - values} parameters) of {len(m.values)} stored values and "
         f"{len(m.params)} parameters",
         _rules(s),
+        *_base(s),
         f"traffic: {traffic} bytes against {m.all_f64} all-f64, "
         f"{ratio(m.all_f64, traffic)} less; {_counts(s.assignment)}",
         *_menu_lines(s),
         *m.objective.report(m, s.assignment),
         f"estimate ({options.estimate}): {brief(s.estimate)} against a target of {brief(s.target)}",
-        f"measured gap ({measure}): {brief(s.gap)} against a budget of {brief(s.budget)}: "
-        + ("inside" if s.inside else "OUTSIDE (even all-f64)"),
+        f"measured gap ({measure}): {brief(s.gap)}{_radius(s.radius)} against a budget of "
+        f"{brief(s.budget)}: " + ("inside" if s.inside else "OUTSIDE (even all-f64)"),
         f"widening rounds: {s.rounds}; measurements: {s.measurements}",
     ]
     if s.narrowing is not None:
         lines.append(_narrowing(s))
     if s.held_out is not None:
         lines.append(_held_out(s, measure))
+    if compared is not None:
+        lines += _versus(compared, s.budget, based=s.base is not None)
     if s.exhaustive is not None:
         greedy = m.traffic(s.proposed)
         lines.append(
@@ -52,6 +64,70 @@ def summary(
         )
     lines.append(f"wrote {out} (moves in {moves})")
     return "\n".join(lines)
+
+
+def _base(s: Solution) -> list[str]:
+    """Under an objective with bases, the record's default and why."""
+    b = s.base
+    if b is None:
+        return []
+    rest = f"the {sum(len(keys) for keys in s.menu.left_out.values())} values not offered"
+    if b.rung == "f64":
+        past = ", ".join(f"all-{t}'s measured gap {brief(g)}" for t, g in b.gaps.items())
+        return [
+            f"base: all-f64 ({past}, past the budget): the record's default, in which {rest} stay"
+        ]
+    uncharged = (
+        f"; {b.uncharged} the sweep did not reach, rounded with no term to charge: the "
+        "measured gap covers them"
+        if b.uncharged
+        else ""
+    )
+    return [
+        f"base: all-{b.rung}, measured inside the budget ({brief(b.gaps[b.rung])}): the "
+        f"record's default, which {rest} follow{uncharged}"
+    ]
+
+
+def _versus(v: Versus, budget: float, based: bool = False) -> list[str]:
+    """The solved record against all-f32 and all-f64 in the user's terms: bytes and time on
+    this machine. Under a base (`based`), when the record is a uniform realization, that
+    said plainly (with the solve's own record, if it ran slower); otherwise, where all-f32
+    is inside the budget and faster, that said plainly."""
+    runs = (v.solved, v.f32, v.f64)
+    lines = [
+        f"on this machine ({v.backend}, the median of {v.repeat} calls each, in turns): "
+        + ", ".join(f"{r.name} {r.ms:.3f} ms" for r in runs),
+        *(
+            f"against {r.name}: {ratio(r.bytes, v.solved.bytes)} less traffic, "
+            f"{_speed(r.ms, v.solved.ms)}; {r.name}'s measured gap {brief(r.gap)}"
+            for r in (v.f64, v.f32)
+        ),
+    ]
+    inside = f"its gap {brief(v.solved.gap)} inside {brief(budget)}"
+    if based and v.own is not None:
+        lines.append(
+            f"the solved record is {v.same_as}, the fastest inside the budget here ({inside}): "
+            f"the solve's own record ran in {v.own.ms:.3f} ms to its {v.solved.ms:.3f}"
+        )
+    elif based and v.same_as is not None:
+        lines.append(
+            f"the solved record is {v.same_as}, the fastest inside the budget here ({inside})"
+        )
+    elif v.f32_fastest(budget):
+        lines.append(
+            f"all-f32 is the fastest inside the budget here: its gap {brief(v.f32.gap)} is "
+            f"inside {brief(budget)}, and it runs in {v.f32.ms:.3f} ms to the solved "
+            f"record's {v.solved.ms:.3f}; run it (--realize f32)"
+        )
+    return lines
+
+
+def _speed(base_ms: float, ms: float) -> str:
+    """How much faster `ms` is than `base_ms` (or slower)."""
+    if ms <= base_ms:
+        return f"{base_ms / ms:.2f}× faster" if ms else "faster"
+    return f"{ms / base_ms:.2f}× slower"
 
 
 def _narrowing(s: Solution) -> str:
@@ -68,9 +144,15 @@ def _held_out(s: Solution, measure: str) -> str:
     last = h.meta.first + h.meta.samples - 1
     return (
         f"held-out gap ({measure}, samples {h.meta.first} to {last} of {h.meta.data}): "
-        f"{brief(h.gap)} against a budget of {brief(s.budget)}: "
+        f"{brief(h.gap)}{_radius(h.radius)} against a budget of {brief(s.budget)}: "
         + ("inside" if h.gap <= s.budget else "OUTSIDE")
     )
+
+
+def _radius(radius: float) -> str:
+    """The reference's certified radius, which the gap's upper end includes (none on the
+    MPFR reference, whose own distance is estimated, not certified)."""
+    return f" (the reference's radius {brief(radius)} included)" if radius else ""
 
 
 def _rules(s: Solution) -> str:
@@ -139,7 +221,7 @@ def decisions(s: Solution, count: int) -> str:
 
 def step_summary(s: StepSolution, setup: Setup, file: str, out: str) -> str:
     """`presk solve --step`'s summary of the step of `setup`, of `file`, written to `out`."""
-    counts = Counter(s.assignment.values())
+    counts = Counter(s.rungs())
     rungs = ", ".join(f"{counts[t]} {t}" for t in RUNGS)
     traffic = s.traffic()
     capped = " (the cap: --measurements)" if s.measurements >= s.most else ""
@@ -150,9 +232,13 @@ def step_summary(s: StepSolution, setup: Setup, file: str, out: str) -> str:
             f"{setup.warmup} warm-up steps in f64 (peak lr {setup.lr:g}), against the exact "
             f"step at {setup.bits} bits",
             f"decisions ({s.grain}): {len(s.decisions)} over {len(s.elements)} launch sites; "
-            f"{rungs}",
+            f"{rungs}; the record's default {s.realization.default}",
+            f"rule 2 (first narrowing saves < θ of all-f64's, "
+            f"{s.menu.objective.amount(s.menu.min_gain * s.menu.cost({}))}) left out "
+            f"{len(s.left_out)}{names(s.left_out)}",
             f"traffic: {traffic} bytes against {s.all_f64()} all-f64 over the step's stored "
             f"values, {ratio(s.all_f64(), traffic)} less",
+            *s.menu.objective.report(s.menu, s.sites()),
             f"measured update gap (native): {sci(s.gap, 2)} against a budget of "
             f"{brief(s.budget)}: "
             + ("inside" if s.inside else "OUTSIDE (even all-f64)")
