@@ -43,7 +43,7 @@ from presk.kernel.machine import MACHINES  # noqa: E402
 from presk.kernel.planner import plan_entry, sweep_and_pick  # noqa: E402
 from presk.kernel.relayout import contraction_kernels  # noqa: E402
 from presk.realize import Realization  # noqa: E402
-from presk.timing import timed  # noqa: E402
+from presk.timing import SPIN, timed  # noqa: E402
 
 PROGRAM = """
 dim M, K, N
@@ -189,7 +189,6 @@ def compiled(n: int, t: str, layout: Layout, contract: str, threads: int):
 # which a shared host's speed moves by a fifth or more, so numpy's figure from before it
 # is no fair peer for its best points.
 ROUNDS = 5
-SPIN = 0.3  # seconds OpenBLAS's threads may spin after a call, slowing the next one
 
 
 def alternated(n: int, t: str, layouts: list[Layout], contract: str, a, b, args):

@@ -13,7 +13,9 @@ onnxruntime's CPU provider on the same graph with `--threads` intra-op threads (
 inter-op thread, every graph optimisation, its other options at their defaults). Both
 run on the same tokens; before timing, their logits are compared (normwise within 2⁻¹⁵
 relative, else the run stops: they would not be the same function). Each time is the
-median of `--repeat` calls after a warm-up (presk.timing.timed). The ratio printed is
+median of `--repeat` calls, presk's and onnxruntime's taken in turns of back-to-back
+calls with a pause between them (presk.timing.timed_in_turns: onnxruntime's threads
+spin a while after a call, and would take a core from presk's next ones). The ratio printed is
 presk's time over onnxruntime's: above 1, presk is slower.
 
 The corpus-size graphs are committed in bench/onnx/. GPT-2 small's (340 MB each) are not:
@@ -46,7 +48,7 @@ from presk.api import to_numpy  # noqa: E402
 from presk.cli.main import main as presk_main  # noqa: E402
 from presk.importer.program import module_name  # noqa: E402
 from presk.runtime.inputs import arguments  # noqa: E402
-from presk.timing import timed  # noqa: E402
+from presk.timing import SPIN, TURNS, timed_in_turns  # noqa: E402
 from presk.toolchain import machine  # noqa: E402
 
 SIZES = {"corpus": (8, 64), "gpt2-small": (1, 128)}  # (B, T)
@@ -123,11 +125,10 @@ def measure(model: str, size: str, repeat: int, threads: int) -> tuple[int, floa
                 f"{model} {size}: presk's and onnxruntime's logits differ by {gap:.1e} "
                 f"normwise (at most {AGREE:.1e}): not the same function"
             )
-        return count, gap, median_ms(ours, repeat), median_ms(theirs, repeat)
-
-
-def median_ms(call, repeat: int) -> float:
-    return statistics.median(timed(call, repeat))
+        time.sleep(SPIN)
+        runs = timed_in_turns({"presk": ours, "onnxruntime": theirs}, repeat, TURNS, SPIN)
+        medians = [statistics.median(runs[name]) for name in ("presk", "onnxruntime")]
+        return count, gap, *medians
 
 
 def main() -> int:

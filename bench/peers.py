@@ -74,7 +74,7 @@ import presk  # noqa: E402
 from bench.gpts import MODELS, Model  # noqa: E402
 from presk.backends.tuning import default_plan  # noqa: E402
 from presk.runtime.inputs import arguments  # noqa: E402
-from presk.timing import timed_in_turns  # noqa: E402
+from presk.timing import SPIN, TURNS, timed_in_turns  # noqa: E402
 from presk.toolchain import machine  # noqa: E402
 
 AGREE = 1e-12  # the largest relative gap between the f64 losses
@@ -83,11 +83,6 @@ TYPES = {"f32": torch.float32, "f64": torch.float64}
 # the peers, as the table and --peers name them
 PEERS = {"eager": "PyTorch eager", "compile": "torch.compile", "onnxruntime": "onnxruntime"}
 FORWARD_ONLY = {"onnxruntime"}
-# Seconds between two timed calls: PyTorch's and onnxruntime's threads spin a while after
-# a call, and a spinning thread would take a core from the next call (4x presk's corpus
-# forward, timed after onnxruntime's)
-SPIN = 0.3
-TURNS = 5  # blocks of back-to-back calls, each contestant's in turn
 # The parameters of one block of the stack, as presk's paths name them under `blocks.`.
 BLOCK = (
     "ln1.g ln1.b attn.q.w attn.k.w attn.v.w attn.o.w attn.o.b "

@@ -7,6 +7,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+# Seconds a peer's threads (OpenMP's, OpenBLAS's, onnxruntime's) may keep spinning after a
+# call, taking a core from the next call timed: a pause this long lets them go idle.
+SPIN = 0.3
+TURNS = 5  # the blocks of back-to-back calls a comparison takes, each contestant's in turn
+
 
 def timed(call: Callable[[], object], repeat: int) -> list[float]:
     """The wall times of `repeat` calls of `call` after one untimed call, in milliseconds."""

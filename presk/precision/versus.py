@@ -23,10 +23,9 @@ from presk.api import Core
 from presk.precision.offers import Menu
 from presk.precision.solve import Gauge, Solution, realization_key, realization_of, uniform
 from presk.realize import Realization
-from presk.timing import timed_in_turns
+from presk.timing import TURNS, timed_in_turns
 
 REPEAT = 20  # timed calls of each
-TURNS = 5  # in blocks of four, each block after one untimed call
 SOLVED = "the solved record"
 UNIFORM = {"all-f32": "f32", "all-f64": "f64"}  # the uniform runs, by name: their type
 
