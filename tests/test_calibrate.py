@@ -92,6 +92,39 @@ def test_sums_of_a_dot_product_are_those_computed_by_hand(tmp_path):
     assert_rounded_up(rss_factor**2, F(2), 4)
 
 
+def test_a_large_sum_over_balls_is_bounded_in_float64_and_still_from_above(tmp_path, monkeypatch):
+    # every sum taken as large: the statistics come from float64 over the balls' bounds,
+    # at least the exact ones and within the relative 4(k + 2)·2⁻⁵³ the docstring gives
+    monkeypatch.setattr("presk.precision.calibrate.FLOAT64_STATS_WORK", 0)
+    env, _, _ = calibrate(tmp_path, PRIMS, "dot_", *SIZES, "--samples", "2", "--workers", "1")
+    s = env.sites["dot_/%0"].sum
+    samples = prims_samples(env, "dot_")
+    terms = [
+        [F(x) * F(w) for x, w in zip(a[i], b[:, j], strict=True)]
+        for a, b in samples
+        for i in range(3)
+        for j in range(2)
+    ]
+    loose = 4 * (s.terms + 2) + 2  # ulps: the rounding's allowance, two steps up
+    assert_rounded_up(s.abs_sum, max(sum(map(abs, t)) for t in terms), loose)
+    assert_rounded_up(s.rss**2, max(sum(x * x for x in t) for t in terms), 2 * loose + 4)
+    assert_rounded_up(s.factors[0], most(np.abs(b).T for _, b in samples), loose)
+    assert_rounded_up(s.rss_factors[1] ** 2, most(a**2 for a, _ in samples), 2 * loose + 4)
+
+
+def test_the_float64_bound_covers_a_sum_whose_roundings_all_fall_below():
+    # 1 + 2⁻⁵³ + 2⁻⁵³ rounds to 1 at each addition (ties to even); the exact sum is
+    # 1 + 2⁻⁵²: the bound must reach it, and stay within the allowance above it
+    from presk.precision.calibrate import _float64_sum_bound
+
+    exact = 1 + F(2) ** -52
+    computed = 1.0 + 2.0**-53 + 2.0**-53
+    assert computed == 1.0 and F(computed) < exact
+    bound = _float64_sum_bound(computed, 3)
+    assert exact <= F(bound) <= exact * (1 + F(4 * 5 + 2, 2**52))
+    assert _float64_sum_bound(0.0, 3) > 0  # a sum that underflowed to 0 is bounded above 0
+
+
 def most(groups) -> Fraction:
     """The largest exact sum of a row, over the rows of each array of `groups`."""
     return max(sum(map(F, row), F(0)) for rows in groups for row in rows)
