@@ -7,7 +7,8 @@ held-out batches against the reference (the ball backend, certified). Each phase
 time and peak resident memory (its process's, and its children's) are printed, then a
 summary the size of a docs/precision.md record.
 
-    python bench/gpt_small.py [--bits 64] [--steps 30] [--batch 1] [--small] [--out DIR]
+    python bench/gpt_small.py [--bits 64] [--steps 30] [--batch 1] [--workers 2] [--small]
+                              [--out DIR]
 
 `--small` runs the same phases at D=64, H=2, L=2, T=16 (a check of the script, in a
 minute); the figures of record are the full run's, on a quiet machine.
@@ -17,9 +18,10 @@ from __future__ import annotations
 
 import argparse
 import math
-import resource
+import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -47,14 +49,19 @@ def parameters(model: dict[str, int]) -> tuple[int, int]:
 
 
 def phase(name: str, argv: list[str], log: list) -> str:
-    """Run `presk argv` as a child, timed; its peak resident memory from the kernel's
-    account of waited-for children (the largest so far: phases only grow here)."""
+    """Run `presk argv` as a child, timed, with its own peak resident memory (the kernel's
+    account of it and of the processes it waited for: its workers)."""
     shown = " ".join(a if " " not in a and "{" not in a else f"'{a}'" for a in argv)
     print(f"\n+ presk {shown}", flush=True)
     start = time.monotonic()
-    proc = subprocess.run([str(BIN / "presk"), *argv], cwd=REPO, capture_output=True, text=True)
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        child = subprocess.Popen([str(BIN / "presk"), *argv], cwd=REPO, stdout=out, stderr=err)
+        _, status, usage = os.wait4(child.pid, 0)
+        child.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0), err.seek(0)
+        proc = subprocess.CompletedProcess(child.args, child.returncode, out.read(), err.read())
     seconds = time.monotonic() - start
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20  # KiB -> GiB
+    peak = usage.ru_maxrss / 2**20  # KiB -> GiB
     sys.stdout.write(proc.stdout)
     sys.stderr.write(proc.stderr)
     log.append((name, seconds, peak, proc.returncode))
@@ -80,6 +87,9 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=30, help="native training steps (default 30)")
     ap.add_argument("--batch", type=int, default=1, help="windows a batch, B (default 1)")
     ap.add_argument("--reference", default="ball", help="ball (default) or interp")
+    ap.add_argument(
+        "--workers", type=int, default=2, help="reference runs at once (default 2, the cores)"
+    )
     ap.add_argument("--small", action="store_true", help="small sizes: check the script")
     ap.add_argument("--out", default="runs/gpt-small", help="where the run's files go")
     opts = ap.parse_args()
@@ -107,7 +117,7 @@ def main() -> None:
     phase(
         "calibrate",
         ["calibrate", "--precision", PROGRAM, "--weights", weights, "--data", data,
-         "--samples", "2", "--bits", str(opts.bits), *reference, "--workers", "1",
+         "--samples", "2", "--bits", str(opts.bits), *reference, "--workers", str(opts.workers),
          "--out", f"{out}/envelope.json"],
         log,
     )  # fmt: skip
@@ -115,7 +125,7 @@ def main() -> None:
         "solve",
         ["solve", PROGRAM, "--weights", weights, "--precision", f"{out}/envelope.json",
          "--budget", "1e-3", "--sweep", "f64", "--measure", "native", "--heldout", "8",
-         *reference, "--workers", "1", "--out", f"{out}/solved.json"],
+         *reference, "--workers", str(opts.workers), "--out", f"{out}/solved.json"],
         log,
     )  # fmt: skip
     summary(log)
