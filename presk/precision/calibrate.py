@@ -27,6 +27,7 @@ import numpy as np
 
 from presk import api
 from presk.backends.host import CallContext
+from presk.kernel.machine import MACHINES
 from presk.precision.envelope import (
     TYPES,
     Envelope,
@@ -252,16 +253,17 @@ def _sum_stats(
 # The terms (a sum's terms times its results) from which a sum's statistics over balls are
 # bounded in float64 (`_float64_sums`): past them FLINT's products cost seconds.
 FLOAT64_STATS_WORK = 1 << 20
+_SMALLEST_F64 = float(np.finfo(np.float64).smallest_subnormal)
 
 
 def _float64_sums(xs: list) -> tuple[list, list, list]:
     """(ones, |x|, x²) for a sum's statistics over balls, as float64 upper bounds: each
     ball's largest |x| (a machine number's own, a parameter in its stored form), its
-    square rounded and then stepped up past the exact one (a zero's stays 0). Every term the primitive's
-    reference then sums is at least the exact term's magnitude, and `_float64_sum_bound`
-    covers its roundings: the statistics stay upper bounds, in numpy's float64 at a
-    fraction of the cost of FLINT's products over the run's balls (seven runs of each
-    contraction, at hundreds of bits on a deep model)."""
+    square rounded and then stepped up past the exact one (a zero's stays 0). Every term
+    the primitive's reference then sums is at least the exact term's magnitude, and
+    `_float64_sum_bound` covers its roundings: the statistics stay upper bounds, in
+    numpy's float64 at a fraction of the cost of FLINT's products over the run's balls
+    (seven runs of each contraction, at hundreds of bits on a deep model)."""
     bounds = [
         balls.upper(x) if x.dtype == object else np.abs(x.astype(np.float64))
         for x in map(np.asarray, xs)
@@ -275,10 +277,11 @@ def _float64_sum_bound(computed: float, terms: int) -> float:
     """An upper bound of a sum of `terms` nonnegative terms, each a product of at most two
     factors, and perhaps divided once (a mean), that float64 arithmetic computed as
     `computed`, rounding to nearest in any order: at most terms + 2 roundings stand
-    between them, each within a relative 2⁻⁵³ (or an absolute 2⁻¹⁰⁷⁵ in the subnormals)."""
-    n = terms + 2
+    between them, each within a relative u = 2⁻⁵³ (or, in the subnormals, an absolute
+    half of the smallest)."""
+    n, u = terms + 2, MACHINES["f64"].unit_roundoff
     with np.errstate(over="ignore"):
-        scaled = computed * (1 + 4 * n * 2.0**-53) + n * 2.0**-1074
+        scaled = computed * (1 + 4 * n * u) + n * _SMALLEST_F64
     return float(np.nextafter(scaled, np.inf))
 
 
