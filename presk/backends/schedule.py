@@ -33,6 +33,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from presk.backends.arena import ALIGN, BEFORE, FOREVER, Bump, Lives, Shared
 from presk.backends.host import CallContext, Draw, Host, locate
 from presk.backends.kernel import host_value, sample
 from presk.backends.launch import LaunchPlan
@@ -49,7 +50,6 @@ from presk.runtime.values import Tensor, Value, build
 
 KEPT_ARENAS = 2  # a training loop's step reads the last step's result: two alternate
 WORD = (1 << 64) - 1  # a Philox key's low word
-ALIGN = 64  # bytes: every buffer of the arena starts on a cache line
 ARENA = 0  # region 0 is the arena; the arguments' leaves follow, then the constants
 STACK = "stack layers"  # the site of a copy stacking a fold's layers
 
@@ -168,7 +168,16 @@ def flattener(t) -> Callable[[Value], list[Tensor]]:
 
 
 class Schedule:
-    def __init__(self, backend: Tracer, entry: str, training: bool):
+    """`share`: buffers whose lives do not overlap share the arena's bytes
+    (presk/backends/arena.py), found by a first trace in which each has its own; without
+    it each keeps its own, for a reader of every launch's output after the call (bisect)."""
+
+    def __init__(self, backend: Tracer, entry: str, training: bool, share: bool = True):
+        if share:
+            lives = Schedule(backend, entry, training, share=False).lives
+            self._plan: Bump | Shared = Shared(lives)
+        else:
+            self._plan = Bump()
         self.backend = backend
         self.steps: list = []
         self.labels: list[Launch | HostStep] = []  # each step's, for a breakdown
@@ -199,6 +208,9 @@ class Schedule:
         ]
         host = Host(backend.program, self._apply, self._stack)
         self.result = host.call(entry, args, CallContext(training=training))
+        self._used(_arena_refs(self.result), FOREVER)  # the result outlives the steps
+        if isinstance(self._plan, Bump):
+            self.lives: Lives = self._plan.lives()
         self.steps = [step for step, _ in self.checks] + self.steps
         self.labels = [label for _, label in self.checks] + self.labels
         self.segments = self._segmented()  # the steps a call runs, with their labels
@@ -233,22 +245,34 @@ class Schedule:
         return Tensor(t, Quantized(ints, scales, w.bits, w.over, t.shape))
 
     def _alloc(self, shape: tuple[int, ...], dtype: np.dtype) -> Buf:
-        offset = -(-self.arena // ALIGN) * ALIGN
-        buf = Buf(ARENA, offset, tuple(shape), np.dtype(dtype))
-        self.arena = offset + max(buf.nbytes, 1)
-        return buf
+        nbytes = math.prod(shape) * np.dtype(dtype).itemsize
+        offset = self._plan.place(nbytes, len(self.steps))
+        self.arena = self._plan.size
+        return Buf(ARENA, offset, tuple(shape), np.dtype(dtype))
+
+    def _used(self, refs, step: int) -> None:
+        """The arena's buffers at `refs` ((region, offset) pairs) read or written by step
+        `step`, for the first trace's account of their lives."""
+        if isinstance(self._plan, Bump):
+            for region, offset in refs:
+                if region == ARENA:
+                    self._plan.used(offset, step)
 
     def _const(self, data: np.ndarray) -> Buf:
         self.consts.append(np.ascontiguousarray(data))
         return Buf(self.inputs + len(self.consts), 0, data.shape, data.dtype)
 
-    def _add(self, step, label: Launch | HostStep) -> None:
+    def _add(self, step, label: Launch | HostStep, refs=None) -> None:
+        """A step, the buffers it reads and writes given as `refs` (a launch's are its
+        label's)."""
+        self._used(label.buffers if isinstance(label, Launch) else refs or [], len(self.steps))
         self.steps.append(step)
         self.labels.append(label)
 
-    def _host_step(self, op, fn, label: HostStep, first: bool = False) -> None:
-        """A step of host work on data (`label` says what), its errors located at `op`; with
-        `first`, one that reads only the arguments, run before every other step."""
+    def _host_step(self, op, fn, label: HostStep, refs, first: bool = False) -> None:
+        """A step of host work on data (`label` says what) on the buffers `refs`, its errors
+        located at `op`; with `first`, one run before every other step (what it writes in
+        the arena lives through the call)."""
 
         def step(regions, arrays, ctx):
             try:
@@ -257,10 +281,13 @@ class Schedule:
                 locate(e, op)
                 raise
 
+        refs = [(b.region, b.offset) for b in refs]
         if first:
+            self._used(refs, BEFORE)
+            self._used(refs, FOREVER)
             self.checks.append((step, label))
         else:
-            self._add(step, label)
+            self._add(step, label, refs)
 
     def _stack(self, layers: list[Buf]) -> Buf:
         """A fold's layers copied into one stacked buffer: by the backend's copy, launched
@@ -283,7 +310,8 @@ class Schedule:
             for region, offset, dst in pieces:
                 ctypes.memmove(regions[ARENA] + dst, regions[region] + offset, n)
 
-        self._add(step, HostStep("stack layers", StackLayers(pieces, n)))
+        refs = [(region, offset) for region, offset, _ in pieces] + [(ARENA, out.offset)]
+        self._add(step, HostStep("stack layers", StackLayers(pieces, n)), refs)
         return out
 
     def _converted(self, buf: Buf | Quantized, element: str, op) -> Buf:
@@ -295,7 +323,8 @@ class Schedule:
         def convert(arrays, ctx):
             view(out, arrays)[...] = to_storage(materialized(buf, arrays), element)
 
-        self._host_step(op, convert, HostStep("convert"))
+        parts = [buf.ints, buf.scales] if isinstance(buf, Quantized) else [buf]
+        self._host_step(op, convert, HostStep("convert"), [*parts, out])
         return out
 
     def _apply(self, op, ins: list, ctx: CallContext, draw: Draw) -> Tensor:
@@ -310,7 +339,7 @@ class Schedule:
                 where = Draw(ctx, draw.kind, draw.where)
                 view(out, arrays)[...] = sample(view(logits.data, arrays), axis, where)
 
-            self._host_step(op, draw_sample, HostStep("sample"))
+            self._host_step(op, draw_sample, HostStep("sample"), [logits.data, out])
             return Tensor(op.type, out)
         t = host_value(op, ins, self.backend.machine)
         return t if isinstance(t.data, Buf) else Tensor(t.type, self._const(t.data))
@@ -334,7 +363,7 @@ class Schedule:
                 check_indices(view(indices, arrays), gather.size, gather.what)
 
             label = HostStep("gather check", gather)
-            self._host_step(op, check, label, first=indices.region != ARENA)
+            self._host_step(op, check, label, [indices], first=indices.region != ARENA)
         kernel = self.backend.kernels[plan.kernel]
         buffers = [(b.region, b.offset) for b in bufs]
         self._add(self.backend.launch_step(kernel, buffers), Launch(op.site, kernel, buffers))
@@ -355,7 +384,7 @@ class Schedule:
             k = rng.key(ctx.seed, Draw(ctx, draw.kind, draw.where).path)
             view(key, arrays)[...] = (k & WORD, k >> 64, rate)
 
-        self._host_step(op, write_key, HostStep("dropout key"), first=True)
+        self._host_step(op, write_key, HostStep("dropout key"), [key], first=True)
         keep = self.backend.dropout_keep(math.prod(mask.shape))
         buffers = [(key.region, key.offset), (mask.region, mask.offset)]
         self._add(self.backend.launch_step(keep, buffers), Launch(op.site, keep, buffers))
@@ -441,6 +470,16 @@ def _address(a: np.ndarray) -> int:
         return ctypes.addressof(ctypes.c_char.from_buffer(a))
     except (TypeError, ValueError):  # read-only, or empty
         return a.ctypes.data
+
+
+def _arena_refs(value) -> list[tuple[int, int]]:
+    """The (region, offset) of every buffer a traced value holds."""
+    if isinstance(value, Tensor):
+        data = value.data
+        parts = [data.ints, data.scales] if isinstance(data, Quantized) else [data]
+        return [(b.region, b.offset) for b in parts if isinstance(b, Buf)]
+    items = value.values() if isinstance(value, dict) else value
+    return [ref for item in items for ref in _arena_refs(item)]
 
 
 def materialized(data: Buf | Quantized, arrays: list[np.ndarray]):

@@ -221,12 +221,13 @@ def _launches(apply: Callable, runs: list[LaunchRun]) -> Callable:
 
 class _WatchedSchedule(Schedule):
     """The mlir backend's schedule, its trace recording each launch's buffers, and each
-    replay copying their values out of the arena before it is freed."""
+    replay copying their values out of the arena before it is freed: every buffer keeps
+    its own bytes (no sharing), so each still holds its value after the call."""
 
     def __init__(self, backend, entry: str, training: bool, runs: list[LaunchRun]):
         self.runs = runs
         self._watched = _launches(super()._apply, runs)
-        super().__init__(backend, entry, training)  # traces the host, through `_apply`
+        super().__init__(backend, entry, training, share=False)  # traces, through `_apply`
 
     def _apply(self, op, ins, ctx, draw):
         return self._watched(op, ins, ctx, draw)
