@@ -424,11 +424,12 @@ class Schedule:
         constants' addresses are read once: a call reads only the arena's and the inputs'."""
         at = self._addresses(inputs)  # first: it lets go of the last call's inputs
         arena = self._free_arena()
-        pad = -arena.ctypes.data % ALIGN
+        base = _address(arena)
+        pad = -base % ALIGN
         arrays = [arena[pad:], *inputs, *self.consts]
         if self._const_addresses is None:
             self._const_addresses = [a.ctypes.data for a in self.consts]
-        addresses = [arena.ctypes.data + pad, *at, *self._const_addresses]
+        addresses = [base + pad, *at, *self._const_addresses]
         return arrays, (ctypes.c_void_p * len(arrays))(*addresses)
 
     def _addresses(self, inputs: list[np.ndarray]) -> list[int]:
