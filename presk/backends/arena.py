@@ -64,7 +64,8 @@ class Bump:
 
 @dataclass(frozen=True)
 class Lives:
-    """Each buffer's bytes and last step, in the order the trace made them."""
+    """Each buffer's bytes and its first and last step, in the order the trace made
+    them."""
 
     sizes: list[int]
     first: list[int]  # a step before the one the buffer is made at: it lives from then

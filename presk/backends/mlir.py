@@ -202,6 +202,7 @@ class MlirBackend:
                 self.natives.update(self._trace.natives)
                 try:
                     schedule = self.schedules[key] = Schedule(self, *key)
+                    schedule.segments  # noqa: B018  (the replay runtime loaded in the progress)
                 finally:
                     self._trace = None
         out = schedule.run(realized_args(args, self.program, self.realization, entry, True), ctx)

@@ -28,6 +28,7 @@ import math
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from itertools import groupby
 from typing import Protocol, runtime_checkable
 
@@ -213,11 +214,12 @@ class Schedule:
             self.lives: Lives = self._plan.lives()
         self.steps = [step for step, _ in self.checks] + self.steps
         self.labels = [label for _, label in self.checks] + self.labels
-        self.segments = self._segmented()  # the steps a call runs, with their labels
 
-    def _segmented(self) -> list[tuple[object, Launch | HostStep | list[Launch]]]:
-        """The steps and their labels, each run of launches the backend may replay in C
-        made one step, labelled by its launches."""
+    @cached_property
+    def segments(self) -> list[tuple[object, Launch | HostStep | list[Launch]]]:
+        """The steps a call runs, with their labels: each run of launches the backend may
+        replay in C made one step, labelled by its launches. Built at the first call, so
+        the first trace of a shared arena, which never runs, builds none."""
         out = []
         for inline, run in groupby(
             zip(self.steps, self.labels, strict=True),
@@ -323,8 +325,7 @@ class Schedule:
         def convert(arrays, ctx):
             view(out, arrays)[...] = to_storage(materialized(buf, arrays), element)
 
-        parts = [buf.ints, buf.scales] if isinstance(buf, Quantized) else [buf]
-        self._host_step(op, convert, HostStep("convert"), [*parts, out])
+        self._host_step(op, convert, HostStep("convert"), [*_buffers(buf), out])
         return out
 
     def _apply(self, op, ins: list, ctx: CallContext, draw: Draw) -> Tensor:
@@ -473,12 +474,15 @@ def _address(a: np.ndarray) -> int:
         return a.ctypes.data
 
 
+def _buffers(data: Buf | Quantized) -> list:
+    """The buffers a value's data lies in: integer weights' two, else its own."""
+    return [data.ints, data.scales] if isinstance(data, Quantized) else [data]
+
+
 def _arena_refs(value) -> list[tuple[int, int]]:
     """The (region, offset) of every buffer a traced value holds."""
     if isinstance(value, Tensor):
-        data = value.data
-        parts = [data.ints, data.scales] if isinstance(data, Quantized) else [data]
-        return [(b.region, b.offset) for b in parts if isinstance(b, Buf)]
+        return [(b.region, b.offset) for b in _buffers(value.data) if isinstance(b, Buf)]
     items = value.values() if isinstance(value, dict) else value
     return [ref for item in items for ref in _arena_refs(item)]
 
