@@ -3,12 +3,26 @@ from a trained checkpoint and ten warm-up steps in f64 (presk/precision/step_gap
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import pytest
 from conftest import REPO, run_in_process
 
 import presk
-from presk.precision.step_gap import DEFAULTS, RECIPE, Setup, measure, read_realizations
+from presk.ir.types import Axis, TensorType
+from presk.precision.step_gap import (
+    DEFAULTS,
+    RECIPE,
+    Norm,
+    Setup,
+    distance,
+    measure,
+    read_realizations,
+)
+from presk.prims import balls
 from presk.runtime.inputs import parameters
+from presk.runtime.values import Tensor
 from tests.conformance.suite import MINIGPT_TRAINING, corpus, train_minigpt
 
 MLP = str(REPO / "tests" / "train" / "mlp_regression.psk")
@@ -27,13 +41,23 @@ def _train_mlp(out) -> str:
 
 
 @pytest.fixture(scope="module")
-def mlp_rows(tmp_path_factory):
-    """The MLP's rows under the default realizations, by label (through the API)."""
+def mlp_measured(tmp_path_factory):
+    """The MLP's step measured under the default realizations on each reference (through
+    the API)."""
     weights = _train_mlp(tmp_path_factory.mktemp("mlp"))
     core = presk.load(MLP).elaborate("Regression.loss", {"N": 4}, train_step=True)
-    setup = Setup(core, parameters(core.view, 0, weights), None, 10, 1e-2, 0, 64)
-    measured = measure(setup, read_realizations(list(DEFAULTS), core))
-    return {row.label: row for row in measured.rows}
+    params = parameters(core.view, 0, weights)
+    by_reference = {}
+    for reference in ("ball", "interp"):
+        setup = Setup(core, params, None, 10, 1e-2, 0, 64, reference)
+        by_reference[reference] = measure(setup, read_realizations(list(DEFAULTS), core))
+    return by_reference
+
+
+@pytest.fixture(scope="module")
+def mlp_rows(mlp_measured):
+    """The MLP's rows on the default reference, balls, by label."""
+    return {row.label: row for row in mlp_measured["ball"].rows}
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +73,8 @@ def minigpt_table(tmp_path_factory):
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("presk calibrate --step: step 11 of `loss` after 10 warm-up")
     assert lines[1].split()[:3] == ["realization", "update", "gap"]
-    return {w[0]: tuple(map(float, w[1:4])) for w in (line.split() for line in lines[2:])}
+    assert lines[-1].startswith("each gap is its upper end over the reference's balls")
+    return {w[0]: tuple(map(float, w[1:4])) for w in (line.split() for line in lines[2:-1])}
 
 
 def test_f64_is_the_exact_step_to_rounding(mlp_rows, minigpt_table):
@@ -84,3 +109,32 @@ def test_the_recipe_stores_the_optimiser_in_f64(mlp_rows):
     assert recipe.floor == mlp_rows["f64"].floor
     assert recipe.update_gap > 1e3 * mlp_rows["f32"].update_gap
     assert recipe.grad_gap > mlp_rows["f32"].grad_gap
+
+
+def test_the_ball_reference_agrees_with_mpfr_and_certifies_its_radius(mlp_measured):
+    """The two references give the same gaps but for the MPFR reference's own error at 64
+    bits, about 2⁻⁶⁴ of ‖θ‖ (a tenth of it where measured), and the balls' radius, which
+    every ball gap includes, is there and small."""
+    ball, mpfr = mlp_measured["ball"], mlp_measured["interp"]
+    assert mpfr.radius == 0.0
+    assert 0.0 < ball.radius < 1e-14
+    own = 2.0**-64 / ball.update  # the MPFR reference's error, relative to the update
+    for b, m in zip(ball.rows, mpfr.rows, strict=True):
+        for field in ("update_gap", "floor", "grad_gap"):
+            x, y = getattr(b, field), getattr(m, field)
+            assert abs(x - y) <= 1e-9 * y + own, (b.label, field, x, y)
+
+
+def test_a_gap_over_balls_is_its_upper_end():
+    """‖x − X‖ over balls X of radius r: the midpoints' distance plus ‖r‖, over the
+    denominator less its reach; +∞ when the denominator's ball may hold 0."""
+    t = TensorType("real", (Axis(None, 2),))
+    with balls.context(64):
+        wide = Tensor(t, np.array([balls.arb(1, 0.25), balls.arb(-2, 0.5)], dtype=object))
+    near = Tensor(t, np.array([1.5, -2.0]))
+    gap = distance(near, wide, 64)
+    assert gap.value == 0.5
+    assert math.isclose(gap.reach, math.hypot(0.25, 0.5), rel_tol=1e-8)  # 30-bit radii
+    assert gap.reach >= math.hypot(0.25, 0.5)  # rounded up, never down
+    assert math.isclose(gap.over(Norm(4.0, 1.0)), (0.5 + gap.reach) / 3.0, rel_tol=1e-15)
+    assert gap.over(Norm(1.0, 1.0)) == math.inf

@@ -183,7 +183,7 @@ def run_step(args) -> int:
     data = Windows.load(args.data) if args.data else None
     params = parameters(core.view, args.seed, args.weights)
     bits = args.bits or 64
-    setup = Setup(core, params, data, args.warmup, args.lr, args.seed, bits)
+    setup = Setup(core, params, data, args.warmup, args.lr, args.seed, bits, args.reference)
     label = f"presk calibrate --step: the exact step and {len(rs)} realizations"
     with Progress(label, phase=True):
         measured = measure(setup, rs)
@@ -196,7 +196,8 @@ def step_table(m: Measured, setup: Setup) -> str:
     lines = [
         f"presk calibrate --step: step {setup.step} of `{setup.core.entry}` after "
         f"{setup.warmup} warm-up steps in f64 (peak lr {setup.lr:g}), against the exact step "
-        f"at {setup.bits} bits; the exact update is {sci(m.update, 2)} of ‖θ‖",
+        f"on the {setup.reference} reference at {setup.bits} bits; the exact update is "
+        f"{sci(m.update, 2)} of ‖θ‖",
         f"{'realization':<14} {'update gap':>10} {'storage floor':>13} {'gradient gap':>12} "
         f"{'step ms':>9} {'vs f64':>7}",
     ]
@@ -205,4 +206,15 @@ def step_table(m: Measured, setup: Setup) -> str:
             f"{row.label:<14} {sci(row.update_gap, 2):>10} {sci(row.floor, 2):>13} "
             f"{sci(row.grad_gap, 2):>12} {row.ms:>9.3f} {row.ms / m.f64_ms:>6.2f}×"
         )
+    lines.append(certainty(setup.reference, m.radius))
     return "\n".join(lines) + "\n"
+
+
+def certainty(reference: str, radius: float) -> str:
+    """What the step's gaps are, given the reference they were measured on."""
+    if reference == "ball":
+        return (
+            "each gap is its upper end over the reference's balls, whose certified radius is "
+            f"at most {sci(radius, 2)} of the exact update or gradient it measures"
+        )
+    return "the MPFR reference's own error is estimated (bench/delta_p.py), not certified"

@@ -306,7 +306,7 @@ def run_step(args) -> int:
     core = elaborate_args(args, load_program(args.file), train_step=True)
     data = Windows.load(args.data) if args.data else None
     params = parameters(core.view, args.seed, args.weights)
-    setup = Setup(core, params, data, args.warmup, args.lr, args.seed, args.bits)
+    setup = Setup(core, params, data, args.warmup, args.lr, args.seed, args.bits, args.reference)
     profile = objective_profile(args)
     with Progress("presk solve --step: measuring the step's realizations", phase=True):
         solution = solve_step(

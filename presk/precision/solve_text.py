@@ -230,7 +230,7 @@ def step_summary(s: StepSolution, setup: Setup, file: str, out: str) -> str:
         [
             f"presk solve --step: `{setup.core.entry}` of {file}, step {setup.step} after "
             f"{setup.warmup} warm-up steps in f64 (peak lr {setup.lr:g}), against the exact "
-            f"step at {setup.bits} bits",
+            f"step on the {setup.reference} reference at {setup.bits} bits",
             f"decisions ({s.grain}): {len(s.decisions)} over {len(s.elements)} launch sites; "
             f"{rungs}; the record's default {s.realization.default}",
             f"rule 2 (first narrowing saves < θ of all-f64's, "
@@ -239,7 +239,7 @@ def step_summary(s: StepSolution, setup: Setup, file: str, out: str) -> str:
             f"traffic: {traffic} bytes against {s.all_f64()} all-f64 over the step's stored "
             f"values, {ratio(s.all_f64(), traffic)} less",
             *s.menu.objective.report(s.menu, s.sites()),
-            f"measured update gap (native): {sci(s.gap, 2)} against a budget of "
+            f"measured update gap (native): {sci(s.gap, 2)}{_radius(s.radius)} against a budget of "
             f"{brief(s.budget)}: "
             + ("inside" if s.inside else "OUTSIDE (even all-f64)")
             + f"; all-f64's {sci(s.base, 2)}",

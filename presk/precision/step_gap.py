@@ -11,6 +11,10 @@ rounded to the stored type, as the same ratio: the nearest any stored θ̂′ ca
 gradient gap ‖ĝ − g‖₂ / ‖g‖₂ (the loss's `.grad` entry, realized and exact), and the
 median time of native steps. The measured step is the last of a run whose learning rate
 rises linearly over the warm-up to its peak, which the measured step takes.
+
+On the ball reference (the default) each exact value is a ball, so each gap is an
+interval: the rows print its upper end, ‖d‖ taken over the midpoints plus the balls'
+reach, over the denominator less its reach, a certified bound.
 """
 
 from __future__ import annotations
@@ -24,9 +28,10 @@ import numpy as np
 from presk import realize as realizations
 from presk.api import Core
 from presk.kernel.machine import ELEMENTS, to_storage
-from presk.prims import exact
+from presk.prims import balls, exact
 from presk.quantize import parameter_values
 from presk.realize import Realization
+from presk.runtime.output import of_balls
 from presk.runtime.values import Tensor, Value, leaves, map_leaves
 from presk.stages import launch_sites
 from presk.timing import timed
@@ -54,6 +59,7 @@ class Setup:
     lr: float  # the peak learning rate, the measured step's
     seed: int  # of drawn batches, or of the data's order
     bits: int  # the reference's precision
+    reference: str = "ball"  # the exact backend the step is measured against
 
     @property
     def step(self) -> int:
@@ -79,6 +85,26 @@ class Measured:
     rows: list[Row]
     f64_ms: float  # the all-f64 step's median, what each row's time is against
     update: float  # ‖θ′ − θ‖₂ / ‖θ‖₂ of the exact step from the f64 state
+    radius: float  # the most the exact values' balls reach, relative (0 on MPFR)
+
+
+@dataclass(frozen=True)
+class Norm:
+    """‖d‖₂ of a difference to exact values: `value` over the float64 nearest each
+    element, `reach` the ‖·‖₂ of how far each exact element may lie from it (a certified
+    bound on balls; 0 on MPFR, whose own error is estimated, not bounded)."""
+
+    value: float
+    reach: float
+
+    def over(self, other: Norm) -> float:
+        """The upper end of self / other over the balls (+∞ where other's may be 0)."""
+        low = other.value - other.reach
+        return (self.value + self.reach) / low if low > 0 else math.inf
+
+    @property
+    def relative_reach(self) -> float:
+        return self.reach / self.value if self.value > 0 else 0.0
 
 
 def recipe(step_core: Core) -> Realization:
@@ -110,7 +136,8 @@ def measure(setup: Setup, rs: list[Realization]) -> Measured:
         trainer = trainer_for(setup, step_core.lower(r).compile("mlir"))
         grad = grad_core.lower(restricted(r, grad_sites)).compile("mlir").backend
         rows.append(measured_row(setup, r, trainer, grad, state, batch, reference))
-    return Measured(rows, f64_ms(rows, rs, f64, state, setup.step, batch), reference.update(state))
+    ms = f64_ms(rows, rs, f64, state, setup.step, batch)
+    return Measured(rows, ms, reference.update(state), reference.radius)
 
 
 def f64_ms(rows: list[Row], rs: list[Realization], f64: Trainer, state, t: int, batch) -> float:
@@ -160,13 +187,19 @@ class Reference:
     is fixed by the types its leaves were rounded to)."""
 
     def __init__(self, setup: Setup, grad_core: Core, batch: list[Value]):
-        self.step = trainer_for(setup, setup.core.reference(setup.bits))
-        self.grad = grad_core.reference(setup.bits).backend
+        self.step = trainer_for(setup, setup.core.reference(setup.bits, setup.reference))
+        self.grad = grad_core.reference(setup.bits, setup.reference).backend
         self.batch = batch
         self.t = setup.step
         self.bits = setup.bits
         self.steps: dict[tuple, Value] = {}
         self.grads: dict[tuple, Value] = {}
+        self.radius = 0.0  # the largest relative reach of an exact update or gradient
+
+    def reached(self, norm: Norm) -> Norm:
+        """`norm` (an exact update's or gradient's), its relative reach noted."""
+        self.radius = max(self.radius, norm.relative_reach)
+        return norm
 
     def at(self, state: State) -> tuple[Value, Value]:
         """(θ′, g): the exact step's parameters and the exact gradient from `state`, whose
@@ -190,9 +223,13 @@ class Reference:
         return self.grads[key]
 
     def update(self, state: State) -> float:
-        """‖θ′ − θ‖₂ / ‖θ‖₂ of the exact step from `state`."""
+        """‖θ′ − θ‖₂ / ‖θ‖₂ of the exact step from `state` (over the midpoints)."""
         new = self.new_at(state)
-        return distance(new, state.params, self.bits) / distance(state.params, None, self.bits)
+        return distance(new, state.params, self.bits).value / distance(state.params).value
+
+    def update_norm(self, start: State) -> Norm:
+        """‖θ′ − θ‖₂ of the exact step from `start`, what every update gap is over."""
+        return self.reached(distance(self.new_at(start), start.params, self.bits))
 
 
 def measured_row(
@@ -212,12 +249,12 @@ def measured_row(
     ms = step_ms(trainer, start, t, batch)
     read = parameter_values(start.params, r, native=True)
     g_hat = grad_backend.call([read, *batch], trainer.context(t))
-    update = distance(new, start.params, bits)
+    update = reference.update_norm(start)
     return Row(
         r.label if r.spelling != RECIPE else RECIPE,
-        distance(out[3], new, bits) / update,
-        distance(rounded_like(new, out[3]), new, bits) / update,
-        distance(g_hat, g, bits) / distance(g, None, bits),
+        distance(out[3], new, bits).over(update),
+        distance(rounded_like(new, out[3]), new, bits).over(update),
+        distance(g_hat, g, bits).over(reference.reached(distance(g, None, bits))),
         ms,
     )
 
@@ -229,8 +266,7 @@ def update_gap(
     types `r`'s step stores), against the exact step from there (`reference`'s)."""
     trainer = trainer_for(setup, setup.core.lower(r).compile("mlir"))
     start, out = realized_step(trainer, state, setup.step, batch)
-    new = reference.new_at(start)
-    return distance(out[3], new, setup.bits) / distance(new, start.params, setup.bits)
+    return distance(out[3], reference.new_at(start), setup.bits).over(reference.update_norm(start))
 
 
 def realized_step(trainer: Trainer, state: State, t: int, batch: list[Value]) -> tuple:
@@ -270,19 +306,34 @@ def step_ms(trainer: Trainer, state: State, t: int, batch: list[Value]) -> float
     return statistics.median(timed(lambda: trainer.backend.call(args, ctx, trainer.symbol), TIMED))
 
 
-def distance(x: Value, y: Value | None, bits: int) -> float:
-    """‖x − y‖₂ over the real leaves (‖x‖₂ without `y`), each difference taken in MPFR;
-    +∞ where a machine number is not finite (an overflow is not a small gap)."""
+def distance(x: Value, y: Value | None = None, bits: int = 53) -> Norm:
+    """‖x − y‖₂ over the real leaves (‖x‖₂ without `y`), each difference taken exactly
+    (in MPFR at `bits`, or as a ball where either side is one); +∞ where a machine number
+    is not finite (an overflow is not a small gap)."""
     xs = [t for _, t in leaves(x) if t.type.kind == "real"]
     ys = [t for _, t in leaves(y) if t.type.kind == "real"] if y is not None else [None] * len(xs)
-    total = 0.0
-    with exact.context(max(bits, 53)):  # every machine number held exactly
-        for a, b in zip(xs, ys, strict=True):
-            if not (_finite(a) and (b is None or _finite(b))):
-                return math.inf
-            d = exact.exact(a.data) if b is None else exact.exact(a.data) - exact.exact(b.data)
-            total += float(np.sum(np.square(exact.to_float64(np.asarray(d, dtype=object)))))
-    return math.sqrt(total)
+    squares, reaches = 0.0, 0.0
+    for a, b in zip(xs, ys, strict=True):
+        if not (_finite(a) and (b is None or _finite(b))):
+            return Norm(math.inf, 0.0)
+        near, reach = _difference(a, b, max(bits, 53))  # every machine number held exactly
+        squares += float(np.sum(np.square(near)))
+        reaches += float(np.sum(np.square(reach)))
+    return Norm(math.sqrt(squares), math.sqrt(reaches))
+
+
+def _difference(a: Tensor, b: Tensor | None, bits: int) -> tuple[np.ndarray, np.ndarray]:
+    """a − b (a without b) rounded to float64, and how far the exact difference may lie
+    from it: over balls, each ball's reach past the rounded midpoint; on MPFR, zero."""
+    if of_balls(a) or (b is not None and of_balls(b)):
+        with balls.context(bits):
+            d = balls.exact(a.data) if b is None else balls.exact(a.data) - balls.exact(b.data)
+            near = balls.to_float64(d)
+            return near, balls.upper(d - balls.exact(near))
+    with exact.context(bits):
+        d = exact.exact(a.data) if b is None else exact.exact(a.data) - exact.exact(b.data)
+        near = exact.to_float64(np.asarray(d, dtype=object))
+        return near, np.zeros(near.shape)
 
 
 def _finite(t: Tensor) -> bool:

@@ -77,6 +77,7 @@ class StepSolution:
     passes: int = 0
     tried: int = 0
     kept: int = 0
+    radius: float = 0.0  # the reference's, relative to the exact update (0 on MPFR)
 
     @property
     def measurements(self) -> int:
@@ -283,6 +284,7 @@ def solve_step(
     for key in solution.left_out:  # not decided: it takes whatever the record's default is
         del assignment[key]
     narrow(solution, gauge)
+    solution.radius = gauge.reference.radius
     return solution
 
 
