@@ -16,7 +16,8 @@ from presk.backends.mlir import MlirBackend
 from presk.backends.native import Compiler, Entry, c_compiler
 from presk.backends.schedule import ALIGN, STACK, Launch, Schedule
 from presk.errors import ToolchainError
-from presk.runtime.values import leaves
+from presk.runtime.inputs import arguments, parameters
+from presk.runtime.values import Tensor, leaves
 
 # A library with the runtime's symbols that is not the runtime.
 IMPOSTOR = """\
@@ -118,3 +119,28 @@ def test_without_a_c_compiler_the_runtime_is_refused_with_e0004(tmp_path, monkey
     with pytest.raises(ToolchainError) as e:
         replay.load(Compiler(tmp_path))
     assert e.value.code == "E0004" and "C compiler" in e.value.message
+
+
+def test_calls_reuse_the_last_calls_inputs_and_addresses_only_while_they_are_the_same():
+    """A call given the same arrays again takes them and their addresses as the last call
+    did; a new array, or the same one changed in place, is read afresh: the forward's bits
+    match a first call's on a backend that saw no other arguments."""
+    core = presk.load("tutorial/05_minigpt.psk").elaborate(
+        "MiniGPT{64, 16, 2, 2}.loss", dims={"B": 2, "T": 8}
+    )
+    params = parameters(core.view, 0, None)
+    warm = core.lower("f32").compile("mlir", threads=1).backend
+    tokens, targets = arguments(core.view, 0, None)
+
+    def fresh(*args):
+        return _bits(core.lower("f32").compile("mlir", threads=1).backend.call([params, *args]))
+
+    assert _bits(warm.call([params, tokens, targets])) == fresh(tokens, targets)
+    assert _bits(warm.call([params, tokens, targets])) == fresh(tokens, targets)
+    other = Tensor(tokens.type, (tokens.data + 1) % 64)
+    assert _bits(warm.call([params, other, targets])) == fresh(other, targets)
+    other.data[...] = (other.data + 5) % 64  # the same array, changed in place
+    assert _bits(warm.call([params, other, targets])) == fresh(other, targets)
+    other.data[0, 0] = 64  # past the vocabulary: the check reads the changed array
+    with pytest.raises(presk.PreskError, match="E8003|outside"):
+        warm.call([params, other, targets])

@@ -105,11 +105,14 @@ def _softmax_rule(num):
     return rule
 
 
+_largest = np.maximum.reduce  # `max` without ndarray.max's Python wrapper
+
+
 def check_indices(ix: np.ndarray, bound: int, what: str) -> None:
     # int64 indices read as uint64 put every negative one past any bound: one reduction
     # where min and max took two (a tiny model's call checks its tokens and targets)
     wide = ix.view(np.uint64) if ix.dtype == np.int64 else ix
-    if ix.size and (wide.max() >= bound or (wide is ix and ix.min() < 0)):
+    if ix.size and (_largest(wide, None) >= bound or (wide is ix and ix.min() < 0)):
         bad = ix[(ix < 0) | (ix >= bound)].flat[0]
         raise RuntimeDataError(f"{what} {bad} is outside [0, {bound})", code="E8003")
 
