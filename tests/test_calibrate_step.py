@@ -138,3 +138,21 @@ def test_a_gap_over_balls_is_its_upper_end():
     assert gap.reach >= math.hypot(0.25, 0.5)  # rounded up, never down
     assert math.isclose(gap.over(Norm(4.0, 1.0)), (0.5 + gap.reach) / 3.0, rel_tol=1e-15)
     assert gap.over(Norm(1.0, 1.0)) == math.inf
+
+
+def test_the_table_lines_up_under_a_long_record_path():
+    from types import SimpleNamespace
+
+    from presk.cli.cmd_calibrate import step_table
+    from presk.precision.step_gap import Measured, Row
+
+    long = "@/some/where/deep/step_1e-3.json"
+    rows = [Row("f64", 4.8e-15, 4.05e-15, 3.3e-15, 3.5), Row(long, 6e-6, 2.2e-6, 2e-6, 1.7)]
+    setup = SimpleNamespace(
+        step=11, core=SimpleNamespace(entry="loss"), warmup=10, lr=3e-3, reference="ball", bits=64
+    )
+    lines = step_table(Measured(rows, 3.5, 1.1e-2, 5e-17), setup).splitlines()
+    header, *body = lines[1:-1]
+    ends = {len(line) for line in (header, *body)}
+    assert len(ends) == 1, lines  # every row as wide as the header: the columns line up
+    assert body[1].startswith(long + " ")

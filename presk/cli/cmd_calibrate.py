@@ -193,17 +193,18 @@ def run_step(args) -> int:
 
 def step_table(m: Measured, setup: Setup) -> str:
     """A header, then a row a realization: its gaps and its step's time against f64."""
+    w = max(14, *(len(row.label) for row in m.rows))  # a record's path may be long
     lines = [
         f"presk calibrate --step: step {setup.step} of `{setup.core.entry}` after "
         f"{setup.warmup} warm-up steps in f64 (peak lr {setup.lr:g}), against the exact step "
         f"on the {setup.reference} reference at {setup.bits} bits; the exact update is "
         f"{sci(m.update, 2)} of ‖θ‖",
-        f"{'realization':<14} {'update gap':>10} {'storage floor':>13} {'gradient gap':>12} "
+        f"{'realization':<{w}} {'update gap':>10} {'storage floor':>13} {'gradient gap':>12} "
         f"{'step ms':>9} {'vs f64':>7}",
     ]
     for row in m.rows:
         lines.append(
-            f"{row.label:<14} {sci(row.update_gap, 2):>10} {sci(row.floor, 2):>13} "
+            f"{row.label:<{w}} {sci(row.update_gap, 2):>10} {sci(row.floor, 2):>13} "
             f"{sci(row.grad_gap, 2):>12} {row.ms:>9.3f} {row.ms / m.f64_ms:>6.2f}×"
         )
     lines.append(certainty(setup.reference, m.radius))
