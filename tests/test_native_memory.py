@@ -155,7 +155,7 @@ DRIVER = r"""
 #include <sys/wait.h>
 #include <unistd.h>
 
-typedef struct { void *fn; int64_t buffers; const int64_t *at; int64_t lo, hi, pieces; } step;
+typedef struct { void *fn; int64_t buffers; const int64_t *at; int64_t lo, hi, pieces, workers; } step;
 void presk_replay(const step *steps, int n, void **regions);
 
 static void twice(void *a, void *b, int64_t lo, int64_t hi) {
@@ -166,8 +166,9 @@ static void inc(void *b, int64_t lo, int64_t hi) {
 }
 
 #define N 4099
-/* A caller replaying three steps of 1 to 8 pieces, again and again, checking each
-   element; caller 0 forks now and then, and the child replays too. */
+/* A caller replaying three steps of 1 to 8 pieces claimed by 1 to 8 threads (as many as
+   the pieces, or fewer), again and again, checking each element; caller 0 forks now and
+   then, and the child replays too. */
 static void *caller(void *arg) {
   int id = (int)(intptr_t)arg;
   float *in = malloc(N * sizeof(float)), *out = malloc(N * sizeof(float));
@@ -176,8 +177,9 @@ static void *caller(void *arg) {
   int64_t both[4] = {0, 0, 1, 0}, second[2] = {1, 0};
   for (int it = 0; it < 4000; it++) {
     int64_t p = 1 + (it + id) % 7;
-    step steps[3] = {{(void *)twice, 2, both, 0, N, p}, {(void *)inc, 1, second, 0, N, 1 + it % 3},
-                     {(void *)inc, 1, second, 0, N, p + 1}};
+    int64_t q = 1 + it % 3;
+    step steps[3] = {{(void *)twice, 2, both, 0, N, p, 1 + it % p}, {(void *)inc, 1, second, 0, N, q, q},
+                     {(void *)inc, 1, second, 0, N, p + 1, 2}};
     presk_replay(steps, 3, regions);
     for (int i = 0; i < N; i++)
       if (out[i] != 2.0f * i + 2) { printf("caller %d call %d: out[%d] = %f\n", id, it, i, out[i]); exit(1); }
@@ -207,7 +209,8 @@ int main(void) {
 @pytest.mark.parametrize("sanitizer", ["thread", "address,undefined"])
 def test_the_replay_pool_has_no_race_and_no_heap_error(tmp_path, sanitizer):
     """presk/backends/replay.c built with a sanitizer and driven by three callers at once
-    (one forking), its split steps of 1 to 8 pieces: every element right, no data race,
+    (one forking), its split steps of 1 to 8 pieces on fewer threads or as many: every
+    element right, no data race,
     no heap error. Before the ticket carried the job's piece count, a worker could claim
     a piece of a job not yet published (the last job's ticket, the next job's count) and
     run it twice, or run the last job's step on the next job's regions: ThreadSanitizer

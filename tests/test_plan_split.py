@@ -137,3 +137,19 @@ def test_auto_layouts_price_a_site_in_its_own_type(tmp_path):
     assert bf16 and all(
         python_value(f.attributes["psk_kernel.layout"])["kblock"] == 0 for f in bf16
     )
+
+
+def test_a_layouts_split_runs_on_no_more_threads_than_the_backend_has(tmp_path):
+    """A plan's split names its workers for the machine it was made on; a backend of one
+    thread runs the nest in one piece (--threads 1 means one thread), with its bits."""
+    tiled = {"form": "tiled", "order": "IJ", "tile": [2, 16], "lanes": 1, "split": [0, 2]}
+    plan = _plan(tmp_path, tiled)
+    split_bits = _native(plan)[0]
+    for threads, pieces in ((1, None), (2, 2)):
+        backend = backends.make("mlir", module_of(DOT), realize="f32", threads=threads, plan=plan)
+        assert backend.call(inputs(DOT), CallContext()) is not None
+        (kernel,) = backend.kernels.values()
+        over = backend._split_over(kernel)
+        assert (over.threads if over else None) == pieces, threads
+        out = backend.call(inputs(DOT), CallContext())
+        assert [np.asarray(t.data).tobytes() for _, t in leaves(out)] == split_bits

@@ -285,16 +285,18 @@ class MlirBackend:
 
     def segment_step(self, launches: list[Launch]) -> Segment:
         """The schedule step that runs `launches` (each `in_segment`) in one native call,
-        each split in as many pieces as `launch_step` would split it."""
+        each split over the threads `launch_step` would split it over (in more pieces,
+        which they claim one at a time: `Workers.claimed`)."""
         return Segment(
             replay_for(self.compiler),
             [
-                (x.kernel.native.fn, x.buffers, 0, x.kernel.split, self.pieces(x.kernel))
+                (x.kernel.native.fn, x.buffers, 0, x.kernel.split, *self.pieces(x.kernel))
                 for x in launches
             ],
         )
 
-    def pieces(self, kernel: Compiled) -> int:
-        """The pieces a launch of `kernel` is split in: 1 if it runs on one thread."""
+    def pieces(self, kernel: Compiled) -> tuple[int, int]:
+        """The pieces the replay runtime cuts a launch of `kernel` in, and the threads that
+        claim them: (1, 1) if it runs on one thread."""
         workers = self._split_over(kernel)
-        return 1 if workers is None else workers.pieces(kernel.split)
+        return (1, 1) if workers is None else (workers.claimed(kernel.split), workers.threads)

@@ -14,8 +14,10 @@
    PRESK_REPLAY_BUFFERS. presk_replay_timed does the same, writing each step's time out
    for `presk bench --breakdown` (a split step's time is that of all its pieces).
 
-   The pool. Worker threads are started on first need, as many as a step's pieces less
-   one (at most PRESK_REPLAY_WORKERS), and live for the process. A split step is a job:
+   The pool. Worker threads are started on first need, as many as a step's workers less
+   one (at most PRESK_REPLAY_WORKERS), and live for the process. A step may have more
+   pieces than workers: each thread claims the next piece when it is done with one, so a
+   thread that runs slower (a core the host has just woken) takes fewer. A split step is a job:
    the caller publishes it by raising a ticket, (generation, pieces, next piece), and
    takes piece 0; each worker, and then the caller, claims the next piece by a
    compare-and-swap on the ticket until none is left, and the caller waits for the pieces
@@ -57,6 +59,7 @@ typedef struct {
   const int64_t *at; /* (region, offset in bytes) for each buffer */
   int64_t lo, hi;    /* the range of its splittable loop */
   int64_t pieces;    /* how many pieces [lo, hi) is cut into: 1, unsplit */
+  int64_t workers;   /* the threads that claim them, this one included (at most pieces) */
 } step;
 
 /* The address of buffer i of step s. */
@@ -354,7 +357,7 @@ static void split(const step *s, void **regions, int64_t n) {
     pieces_here(s, regions, n);
     return;
   }
-  if (start_workers((int)n - 1) == 0) {
+  if (start_workers((int)s->workers - 1) == 0) {
     pthread_mutex_unlock(&pool.owner);
     pieces_here(s, regions, n);
     return;

@@ -62,26 +62,28 @@ def _two_buffer_kernel(fn):
 
 class Segment:
     """A schedule step running `launches`, each (kernel function, buffers as (region,
-    offset), lo, hi, the pieces [lo, hi) is split in), in one call of `presk_replay`."""
+    offset), lo, hi, the pieces [lo, hi) is split in, the threads that claim them), in
+    one call of `presk_replay`."""
 
-    def __init__(self, replay: Replay, launches: list[tuple[object, list, int, int, int]]):
+    def __init__(self, replay: Replay, launches: list[tuple[object, list, int, int, int, int]]):
         self.replay = replay
         self.run = replay.run
         self.kernels = [fn for fn, *_ in launches]  # held: the steps point into them
-        self.pieces = [pieces for *_, pieces in launches]  # each launch's, 1 if unsplit
+        self.pieces = [pieces for *_, pieces, _ in launches]  # each launch's, 1 if unsplit
         counts = [len(buffers) for _, buffers, *_ in launches]
         # every launch's (region, offset) pairs, one after another
         self.pairs = np.array(
             [x for _, buffers, *_ in launches for pair in buffers for x in pair], np.int64
         )
         first = np.cumsum([0, *counts[:-1]], dtype=np.int64)  # each launch's first pair
-        # replay.c's `step`s, each six 8-byte fields: fn, buffers, at, lo, hi, pieces
-        self.steps = np.empty((len(launches), 6), np.int64)
+        # replay.c's `step`s, each seven 8-byte fields: fn, buffers, at, lo, hi, pieces,
+        # workers
+        self.steps = np.empty((len(launches), 7), np.int64)
         # a function's address, the pointer its ctypes object holds (`cast` is 5x slower)
         self.steps[:, 0] = [ctypes.c_void_p.from_buffer(fn).value for fn in self.kernels]
         self.steps[:, 1] = counts
         self.steps[:, 2] = self.pairs.ctypes.data + 16 * first
-        self.steps[:, 3:] = [(lo, hi, pieces) for _, _, lo, hi, pieces in launches]
+        self.steps[:, 3:] = [launch[2:] for launch in launches]
         self.address = self.steps.ctypes.data
         self.count = len(launches)
         self.ns = (ctypes.c_int64 * self.count)()  # each launch's time in a timed run

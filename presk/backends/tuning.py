@@ -335,8 +335,9 @@ def _call(f: ir.Operation, fn, buffers: list[np.ndarray], threads: int, compiler
     pointers = [b.ctypes.data for b in buffers]
     replay = replay_for(compiler)
     if len(buffers) <= replay.buffers:
-        pieces = Workers(n).pieces(trips) if n > 1 else 1
-        segment = Segment(replay, [(fn, [(i, 0) for i in range(len(buffers))], 0, trips, pieces)])
+        pieces = Workers(n).claimed(trips) if n > 1 else 1
+        buffered = [(i, 0) for i in range(len(buffers))]
+        segment = Segment(replay, [(fn, buffered, 0, trips, pieces, max(n, 1))])
         regions = np.array(pointers, np.int64)
         return lambda: segment(regions.ctypes.data, None, None)
     if n <= 1:

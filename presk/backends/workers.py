@@ -18,17 +18,22 @@ from functools import cache
 # Below this many scalar operations a launch runs on one thread: handing pieces to the
 # workers costs tens of microseconds.
 SPLIT_WORK = 1 << 17
+# Pieces a thread of the replay runtime's split launch: on a 2-vCPU guest the second core
+# runs slowly for ~20 ms after an idle spell, and with one piece a thread the first
+# waited for it (the imported GPT-2's forward after 0.3 s idle: 2.2 ms, 1.6 with four).
+CLAIMS = 4
 
 
 def split_workers(trips: int, work: int, workers: int, threads: int, split_work: int) -> int:
     """The workers a launch of a kernel is split over (1: it runs on one thread): its
-    layout's `workers` if it names a split, else `threads` where its `work` (scalar
-    operations) is at least `split_work`; never where its splittable loop has no two
-    `trips`."""
+    layout's `workers` if it names a split, but never more than `threads` (a plan made for
+    two cores, run with --threads 1, runs on one: the split loop's whole range in one
+    piece, the same bits); else `threads` where its `work` (scalar operations) is at least
+    `split_work`; never where its splittable loop has no two `trips`."""
     if trips <= 1:
         return 1
     if workers:
-        return workers
+        return min(workers, threads)
     return threads if work >= split_work else 1
 
 
@@ -42,9 +47,16 @@ class Workers:
         self.threads = threads
 
     def pieces(self, trips: int) -> int:
-        """How many pieces a loop of `trips` iterations is cut into: piece i is
+        """How many pieces a loop of `trips` iterations is cut into here: piece i is
         `[trips * i // n, trips * (i + 1) // n)`."""
         return min(self.threads, trips)
+
+    def claimed(self, trips: int) -> int:
+        """How many pieces the replay runtime cuts the loop into, cut as `pieces` cuts:
+        CLAIMS a thread, which its threads claim one at a time, so a thread the host runs
+        slower takes fewer. (Python's pool hands out its pieces at once: `run` keeps one a
+        thread.)"""
+        return min(self.threads * CLAIMS, trips)
 
     def run(self, fn, args: list, trips: int) -> None:
         """`fn(*args, lo, hi)` over `[0, trips)`, in pieces on the workers and this thread."""
