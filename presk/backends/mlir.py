@@ -37,7 +37,7 @@ from presk.backends.native import (
 )
 from presk.backends.replay import Segment, replay_for
 from presk.backends.schedule import Launch, Schedule
-from presk.backends.workers import SPLIT_WORK, Workers, split_workers
+from presk.backends.workers import SPLIT_WORK, Workers, replay_pieces, split_workers
 from presk.core.program import HostProgram, read_host_program
 from presk.kernel.machine import MACHINES, Machine
 from presk.kernel.weights import quant_inputs
@@ -299,4 +299,4 @@ class MlirBackend:
         """The pieces the replay runtime cuts a launch of `kernel` in, and the threads that
         claim them: (1, 1) if it runs on one thread."""
         workers = self._split_over(kernel)
-        return (1, 1) if workers is None else (workers.claimed(kernel.split), workers.threads)
+        return replay_pieces(workers.threads if workers else 1, kernel.split)

@@ -42,7 +42,7 @@ from mlir import ir
 from presk import plans, stages
 from presk.backends.native import Compiler, kernel_source
 from presk.backends.replay import Segment, replay_for
-from presk.backends.workers import SPLIT_WORK, Workers, split_workers
+from presk.backends.workers import SPLIT_WORK, Workers, replay_pieces, split_workers
 from presk.errors import RealizationError, UsageError
 from presk.ir.ops import string_attr
 from presk.jsontext import first_violation, parse
@@ -335,9 +335,8 @@ def _call(f: ir.Operation, fn, buffers: list[np.ndarray], threads: int, compiler
     pointers = [b.ctypes.data for b in buffers]
     replay = replay_for(compiler)
     if len(buffers) <= replay.buffers:
-        pieces = Workers(n).claimed(trips) if n > 1 else 1
         buffered = [(i, 0) for i in range(len(buffers))]
-        segment = Segment(replay, [(fn, buffered, 0, trips, pieces, max(n, 1))])
+        segment = Segment(replay, [(fn, buffered, 0, trips, *replay_pieces(n, trips))])
         regions = np.array(pointers, np.int64)
         return lambda: segment(regions.ctypes.data, None, None)
     if n <= 1:

@@ -37,6 +37,12 @@ def split_workers(trips: int, work: int, workers: int, threads: int, split_work:
     return threads if work >= split_work else 1
 
 
+def replay_pieces(workers: int, trips: int) -> tuple[int, int]:
+    """(pieces, threads) of a launch split over `workers` (`split_workers`) as the replay
+    runtime runs it: `Workers.claimed` pieces, claimed by that many threads; (1, 1) on one."""
+    return (1, 1) if workers <= 1 else (Workers(workers).claimed(trips), workers)
+
+
 @cache
 def _pool(n: int) -> ThreadPoolExecutor:
     return ThreadPoolExecutor(n, thread_name_prefix="presk-worker")

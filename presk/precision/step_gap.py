@@ -194,12 +194,17 @@ class Reference:
         self.bits = setup.bits
         self.steps: dict[tuple, Value] = {}
         self.grads: dict[tuple, Value] = {}
+        self.norms: dict[tuple, Norm] = {}  # ‖θ′ − θ‖₂ and ‖g‖₂, by kind and state
         self.radius = 0.0  # the largest relative reach of an exact update or gradient
 
-    def reached(self, norm: Norm) -> Norm:
-        """`norm` (an exact update's or gradient's), its relative reach noted."""
-        self.radius = max(self.radius, norm.relative_reach)
-        return norm
+    def _norm(self, kind: str, state: State, of) -> Norm:
+        """`of()`, a norm of an exact value from `state`, taken once a state (a solve
+        measures many steps from one), its relative reach noted."""
+        key = (kind, _key(state))
+        if key not in self.norms:
+            norm = self.norms[key] = of()
+            self.radius = max(self.radius, norm.relative_reach)
+        return self.norms[key]
 
     def at(self, state: State) -> tuple[Value, Value]:
         """(θ′, g): the exact step's parameters and the exact gradient from `state`, whose
@@ -224,12 +229,17 @@ class Reference:
 
     def update(self, state: State) -> float:
         """‖θ′ − θ‖₂ / ‖θ‖₂ of the exact step from `state` (over the midpoints)."""
-        new = self.new_at(state)
-        return distance(new, state.params, self.bits).value / distance(state.params).value
+        return self.update_norm(state).value / distance(state.params).value
 
     def update_norm(self, start: State) -> Norm:
         """‖θ′ − θ‖₂ of the exact step from `start`, what every update gap is over."""
-        return self.reached(distance(self.new_at(start), start.params, self.bits))
+        return self._norm(
+            "update", start, lambda: distance(self.new_at(start), start.params, self.bits)
+        )
+
+    def grad_norm(self, start: State) -> Norm:
+        """‖g‖₂ of the exact gradient from `start`, what every gradient gap is over."""
+        return self._norm("grad", start, lambda: distance(self.grad_at(start), None, self.bits))
 
 
 def measured_row(
@@ -254,7 +264,7 @@ def measured_row(
         r.label if r.spelling != RECIPE else RECIPE,
         distance(out[3], new, bits).over(update),
         distance(rounded_like(new, out[3]), new, bits).over(update),
-        distance(g_hat, g, bits).over(reference.reached(distance(g, None, bits))),
+        distance(g_hat, g, bits).over(reference.grad_norm(start)),
         ms,
     )
 
